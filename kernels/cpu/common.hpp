@@ -1,0 +1,51 @@
+// What the CPU kernels share besides the online softmax: Eigen views of the (batch, seq, heads, head_dim)
+// tensors (the rows of one head are head_dim contiguous values, heads·head_dim elements apart, so a block of
+// them is a row-major matrix with an outer stride), fp32 matrices over workspace memory, and the bytes of
+// the tensors every implementation holds.
+#pragma once
+#include <cstdint>
+
+#include <Eigen/Core>
+
+#include "tensor.hpp"
+
+namespace faprobe::cpu {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatrixMap = Eigen::Map<RowMatrix>;            // contiguous fp32 rows over workspace
+using ConstMatrixMap = Eigen::Map<const RowMatrix>;
+template <class T>
+using ConstHeadRows = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
+                                 Eigen::OuterStride<>>;
+template <class T>
+using HeadRows = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
+                            Eigen::OuterStride<>>;
+using RowVectorMap = Eigen::Map<Eigen::RowVectorXf>;
+
+// Rows [first, first + count) of head `head` of batch entry `b`, as a (count × head_dim) strided matrix.
+template <class T>
+ConstHeadRows<T> head_rows(const HostTensor& t, std::int64_t b, std::int64_t first, std::int64_t count,
+                           std::int64_t head) {
+  return ConstHeadRows<T>(t.data<T>() + t.offset(b, first, head), Eigen::Index(count),
+                          Eigen::Index(t.head_dim()), Eigen::OuterStride<>(Eigen::Index(t.row_stride())));
+}
+template <class T>
+HeadRows<T> head_rows(HostTensor& t, std::int64_t b, std::int64_t first, std::int64_t count, std::int64_t head) {
+  return HeadRows<T>(t.data<T>() + t.offset(b, first, head), Eigen::Index(count), Eigen::Index(t.head_dim()),
+                     Eigen::OuterStride<>(Eigen::Index(t.row_stride())));
+}
+
+// A (rows × cols) fp32 matrix over workspace memory.
+inline MatrixMap matrix_at(float* data, std::int64_t rows, std::int64_t cols) {
+  return MatrixMap(data, Eigen::Index(rows), Eigen::Index(cols));
+}
+
+// Bytes of Q, K, V and O (registry.hpp's io_bytes(), which lives in faprobe_core; the kernels library is
+// linked without it by the kernel tests).
+inline std::uint64_t io_tensor_bytes(const Case& c) { return std::uint64_t(c.min_bytes()); }
+
+// Floats rounded up to a whole number of 64-byte cache lines, so that buffers carved out of one workspace
+// stay aligned and threads never share a line.
+constexpr std::int64_t cache_line_floats(std::int64_t count) { return (count + 15) / 16 * 16; }
+
+}  // namespace faprobe::cpu

@@ -1,0 +1,43 @@
+#include "cpu/cpu_implementation.hpp"
+
+#include <omp.h>
+
+namespace faprobe::cpu {
+namespace {
+
+class CpuPreparedCase final : public PreparedCase {
+ public:
+  CpuPreparedCase(const CpuImplementation& impl, const Case& c)
+      : impl_(impl), case_(c), inputs_(make_inputs(c)), output_(make_output(c)) {}
+
+  double timed_run() override {
+    const auto start = std::chrono::steady_clock::now();
+    impl_.forward({case_, inputs_.q, inputs_.k, inputs_.v, output_}, details_);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  const HostTensor& output() override { return output_; }
+  const AttentionInputs* host_inputs() const override { return &inputs_; }
+  nlohmann::json details() const override { return details_; }
+
+ private:
+  const CpuImplementation& impl_;
+  Case case_;
+  AttentionInputs inputs_;
+  HostTensor output_;
+  nlohmann::json details_ = nlohmann::json::object();
+};
+
+}  // namespace
+
+std::string CpuImplementation::supports(const Case& c) const {
+  if (c.dtype == DType::fp8_e4m3) return "fp8_e4m3 has no CPU storage (CPU implementations take fp32, fp16, bf16)";
+  return "";
+}
+
+std::unique_ptr<PreparedCase> CpuImplementation::prepare(const Case& c) const {
+  return std::make_unique<CpuPreparedCase>(*this, c);
+}
+
+int cpu_threads() { return omp_get_max_threads(); }
+
+}  // namespace faprobe::cpu

@@ -1,0 +1,32 @@
+// The shared shell of the CPU implementations: inputs and output on the host through the counting
+// allocator, wall-clock timing of forward(). A CPU implementation overrides forward() and the predictions.
+#pragma once
+#include <chrono>
+#include <memory>
+
+#include "registry.hpp"
+#include "tensor.hpp"
+
+namespace faprobe::cpu {
+
+// Query/key/value/output of one forward call, with the case they belong to.
+struct ForwardArgs {
+  const Case& c;
+  const HostTensor& q;
+  const HostTensor& k;
+  const HostTensor& v;
+  HostTensor& o;
+};
+
+class CpuImplementation : public Implementation {
+ public:
+  std::string device() const override { return "cpu"; }
+  std::string supports(const Case& c) const override;  // the CPU dtypes; subclasses add their limits
+  // Fills args.o; may record what it chose (block sizes, splits, threads) into details.
+  virtual void forward(const ForwardArgs& args, nlohmann::json& details) const = 0;
+  std::unique_ptr<PreparedCase> prepare(const Case& c) const override;
+};
+
+int cpu_threads();  // OpenMP threads the CPU kernels use
+
+}  // namespace faprobe::cpu

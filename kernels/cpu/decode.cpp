@@ -1,0 +1,127 @@
+// cpu.decode — decode attention without a key split: one query row per (batch, head), walking every key in
+// order with the online softmax. It is what a prefill kernel does with seq_q = 1, and the baseline that
+// cpu.decode-splitk improves on.
+//
+// Tiling: one work item per (batch entry, query head), shared among the threads (no parallelism inside a
+// row, so batch·heads < threads leaves cores idle). The keys are taken kChunk at a time so the scores, the
+// exp and the two matrix–vector products vectorise: s = K_chunk·q, the online softmax on s, acc += V_chunkᵀ·p.
+// fp32 K/V are read in place; fp16/bf16 chunks are converted into the thread's workspace first.
+//
+// Napkin math (batch 1, heads 32, head_dim 128, seq_k 32768, fp32):
+//   FLOPs      4·b·h·seq_k·d = 537 MFLOP, about 1 FLOP per byte of K and V.
+//   Bytes      K and V once: 2·b·seq_k·kv_heads·d·4 = 1.07 GB.
+//   Workspace  threads × (2·d + kChunk (+ 2·kChunk·d for fp16/bf16)) · 4 B: ~3 KiB (fp32).
+//   Bound      memory: ~1 GB at the machine's ~10–20 GB/s is 50–100 ms; the FLOPs would take ~5 ms. Walking
+//              one head reads head_dim·4 = 512 B out of every heads·head_dim·4 = 16 KiB row, a strided
+//              stream that crosses a 4 KiB page every row, which the hardware prefetchers follow poorly.
+#include <algorithm>
+#include <type_traits>
+
+#include <omp.h>
+
+#include "cpu/cpu_implementation.hpp"
+#include "cpu/common.hpp"
+#include "cpu/factories.hpp"
+#include "cpu/online_softmax.hpp"
+
+namespace faprobe::cpu {
+namespace {
+
+// Keys per step: long enough that the exp and the matrix–vector products vectorise well, short enough that
+// the converted fp16/bf16 chunk (2·kChunk·d floats) stays in L1/L2.
+constexpr std::int64_t kChunk = 64;
+
+struct DecodePlan {
+  std::int64_t threads = 0;
+  bool convert_kv = false;
+
+  std::int64_t per_thread_floats(std::int64_t head_dim) const {
+    return 2 * cache_line_floats(head_dim) + cache_line_floats(kChunk) +
+           (convert_kv ? 2 * cache_line_floats(kChunk * head_dim) : 0);
+  }
+  std::uint64_t workspace_bytes(std::int64_t head_dim) const {
+    return std::uint64_t(threads * per_thread_floats(head_dim)) * sizeof(float);
+  }
+};
+
+DecodePlan plan_decode(const Case& c) { return {cpu_threads(), c.dtype != DType::fp32}; }
+
+template <class T> void decode_forward(const ForwardArgs& args, const DecodePlan& plan) {
+  const Case& c = args.c;
+  const std::int64_t head_dim = c.head_dim;
+  const std::int64_t key_end = c.visible_keys(0);  // seq_q = 1: every key, causal or not
+  const std::int64_t per_thread = plan.per_thread_floats(head_dim);
+  const Workspace<float> workspace(std::size_t(plan.threads * per_thread));
+  const std::int64_t heads_total = c.batch * c.heads;
+
+#pragma omp parallel for schedule(dynamic) num_threads(int(plan.threads))
+  for (std::int64_t bh = 0; bh < heads_total; ++bh) {
+    const std::int64_t b = bh / c.heads, head = bh % c.heads, kv_head = c.kv_head_of(head);
+    float* buffer = workspace.data() + omp_get_thread_num() * per_thread;
+    RowVectorMap q(buffer, Eigen::Index(head_dim));
+    RowVectorMap acc(buffer + cache_line_floats(head_dim), Eigen::Index(head_dim));
+    float* scores_data = buffer + 2 * cache_line_floats(head_dim);
+    float* k_data = scores_data + cache_line_floats(kChunk);
+    float* v_data = k_data + cache_line_floats(kChunk * head_dim);
+
+    q = head_rows<T>(args.q, b, 0, 1, head).template cast<float>() * float(c.scale());
+    acc.setZero();
+    OnlineSoftmax state;
+    for (std::int64_t k0 = 0; k0 < key_end; k0 += kChunk) {
+      const std::int64_t count = std::min(kChunk, key_end - k0);
+      Eigen::Map<Eigen::VectorXf> scores(scores_data, Eigen::Index(count));
+      // s = K·q (the scale is in q)
+      if constexpr (std::is_same_v<T, float>) {
+        scores.noalias() = head_rows<float>(args.k, b, k0, count, kv_head) * q.transpose();
+      } else {
+        MatrixMap k = matrix_at(k_data, count, head_dim);
+        k = head_rows<T>(args.k, b, k0, count, kv_head).template cast<float>();
+        scores.noalias() = k * q.transpose();
+      }
+      // online softmax, then acc = alpha·acc + p·V
+      const float alpha = state.absorb(scores_data, count);
+      if (alpha != 1.0f) acc *= alpha;
+      if constexpr (std::is_same_v<T, float>) {
+        acc.noalias() += scores.transpose() * head_rows<float>(args.v, b, k0, count, kv_head);
+      } else {
+        MatrixMap v = matrix_at(v_data, count, head_dim);
+        v = head_rows<T>(args.v, b, k0, count, kv_head).template cast<float>();
+        acc.noalias() += scores.transpose() * v;
+      }
+    }
+    head_rows<T>(args.o, b, 0, 1, head) = (acc * state.inverse_sum()).template cast<T>();
+  }
+}
+
+class Decode final : public CpuImplementation {
+ public:
+  std::string name() const override { return "cpu.decode"; }
+
+  std::string supports(const Case& c) const override {
+    if (auto reason = CpuImplementation::supports(c); !reason.empty()) return reason;
+    if (c.mode != Mode::decode || c.seq_q != 1) return "decode implementations need --mode decode (seq_q = 1)";
+    return "";
+  }
+
+  std::uint64_t predicted_bytes(const Case& c) const override {
+    return io_tensor_bytes(c) + plan_decode(c).workspace_bytes(c.head_dim);
+  }
+
+  double predicted_seconds(const Case& c, const MachineRates& rates) const override {
+    // Memory bound; the strided per-head walk reaches perhaps half of the streaming bandwidth.
+    return double(io_tensor_bytes(c)) / (0.5 * rates.memory_gbytes_per_s * 1e9) + c.flops() / (0.3 * rates.gemm_gflops * 1e9);
+  }
+
+  void forward(const ForwardArgs& args, nlohmann::json& details) const override {
+    const DecodePlan plan = plan_decode(args.c);
+    details["chunk"] = kChunk;
+    details["threads"] = plan.threads;
+    dispatch_storage(args.c.dtype, [&](auto tag) { decode_forward<decltype(tag)>(args, plan); });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Implementation> make_decode() { return std::make_unique<Decode>(); }
+
+}  // namespace faprobe::cpu

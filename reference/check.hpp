@@ -1,0 +1,57 @@
+// The checker: compares an implementation's output with the float64 reference, on every row of small
+// cases and on sampled rows of sampled heads of large ones. It returns a result; it never prints or exits.
+//
+// Tolerance (flash-attention's rule of thumb): a case passes when
+//   max_abs_diff <= 2 · max |plain − reference| + floor(dtype)
+// where "plain" is the same rows computed plainly in the case's precision (HeadReference::plain_row), and
+// the floor is 1e-6 (fp32), 1e-4 (fp16), 1e-3 (bf16). The tolerance is never widened to make a kernel pass.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "case.hpp"
+#include "reference/reference.hpp"
+#include "tensor.hpp"
+
+namespace faprobe {
+
+struct CheckLimits {
+  double full_check_macs = 1 << 27;  // check every row when batch·heads·seq_q·avg_k·head_dim is below
+  std::int64_t sampled_heads = 4;    // otherwise this many (batch, head) pairs ...
+  std::int64_t sampled_rows = 64;    // ... and this many query rows in each
+};
+
+struct CheckPlan {
+  bool every_row = false;
+  std::vector<std::pair<std::int64_t, std::int64_t>> heads;  // (batch entry, query head)
+  std::vector<std::int64_t> rows;                            // query rows checked in each of them
+};
+
+struct VerifyResult {
+  double max_abs_diff = 0;
+  double max_rel_diff = 0;  // |o − ref| / max(|ref|, 1e-3), maximised over elements
+  double tolerance = 0;
+  std::int64_t rows_checked = 0;
+  std::int64_t heads_checked = 0;
+  bool passed = false;
+  std::string note;  // why it failed, when it did (e.g. "NaN at b0 h3 row 17")
+};
+
+void to_json(nlohmann::json& out, const VerifyResult& result);
+void from_json(const nlohmann::json& in, VerifyResult& result);
+
+double tolerance_floor(DType dtype);
+
+// Which rows of which heads a check covers: all of them for small cases; else the first and last
+// (batch, head) plus seeded picks, and in each the first and last row, the causal diagonal's edge (the
+// first row that sees a key, and the rows around it), block boundaries, and evenly spaced rows.
+CheckPlan plan_check(const Case& c, const CheckLimits& limits = {});
+
+// Checks `output` (shaped like Q) against the reference computed from `inputs`.
+VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTensor& output,
+                          const CheckLimits& limits = {});
+
+}  // namespace faprobe

@@ -1,0 +1,74 @@
+#include "reference/reference.hpp"
+
+#include <cmath>
+
+namespace faprobe {
+
+GeneratedInputs::GeneratedInputs(const Case& c)
+    : case_(c),
+      keys_{tensor_key(c.seed, TensorId::q), tensor_key(c.seed, TensorId::k), tensor_key(c.seed, TensorId::v)} {}
+
+void GeneratedInputs::row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const {
+  const bool is_query = id == TensorId::q;
+  const std::int64_t seq = is_query ? case_.seq_q : case_.seq_k;
+  const std::int64_t heads = is_query ? case_.heads : case_.kv_heads;
+  const std::int64_t base = ((b * seq + s) * heads + h) * case_.head_dim;
+  const std::uint64_t key = keys_[std::size_t(id)];
+  for (std::int64_t c = 0; c < case_.head_dim; ++c) {
+    out[c] = double(round_to(case_.dtype, input_value(key, std::uint64_t(base + c))));
+  }
+}
+
+void TensorInputs::row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const {
+  const HostTensor& tensor = *tensors_[std::size_t(id)];
+  const std::int64_t base = tensor.offset(b, s, h);
+  for (std::int64_t c = 0; c < tensor.head_dim(); ++c) out[c] = double(tensor.get(base + c));
+}
+
+HeadReference::HeadReference(const Case& c, const InputSource& inputs, std::int64_t b, std::int64_t kv_head)
+    : case_(c), b_(b), keys_(c.seq_k, c.head_dim), values_(c.seq_k, c.head_dim) {
+  // Eigen is column-major: fill row by row through a transposed view of a row buffer.
+  Eigen::VectorXd row(c.head_dim);
+  for (std::int64_t s = 0; s < c.seq_k; ++s) {
+    inputs.row(TensorId::k, b, s, kv_head, row.data());
+    keys_.row(s) = row.transpose();
+    inputs.row(TensorId::v, b, s, kv_head, row.data());
+    values_.row(s) = row.transpose();
+  }
+  keys_fp32_ = keys_.cast<float>();
+  values_fp32_ = values_.cast<float>();
+}
+
+Eigen::VectorXd HeadReference::output_row(const InputSource& inputs, std::int64_t h, std::int64_t row) const {
+  const std::int64_t visible = case_.visible_keys(row);
+  Eigen::VectorXd output = Eigen::VectorXd::Zero(case_.head_dim);
+  if (visible == 0) return output;  // a row that sees no key outputs zeros
+  Eigen::VectorXd query(case_.head_dim);
+  inputs.row(TensorId::q, b_, row, h, query.data());
+  const Eigen::VectorXd scores = (keys_.topRows(visible) * query) * case_.scale();
+  const Eigen::ArrayXd weights = (scores.array() - scores.maxCoeff()).exp();
+  output.noalias() = values_.topRows(visible).transpose() * weights.matrix();
+  return output / weights.sum();
+}
+
+Eigen::VectorXd HeadReference::plain_row(const InputSource& inputs, std::int64_t h, std::int64_t row) const {
+  const std::int64_t visible = case_.visible_keys(row);
+  Eigen::VectorXd output = Eigen::VectorXd::Zero(case_.head_dim);
+  if (visible == 0) return output;
+  const DType dtype = case_.dtype;
+  Eigen::VectorXd query_row(case_.head_dim);
+  inputs.row(TensorId::q, b_, row, h, query_row.data());
+  const Eigen::VectorXf query = query_row.cast<float>();
+
+  // fp32 GEMV for the scores, rounded to the dtype as a framework's matmul output would be.
+  Eigen::VectorXf scores = (keys_fp32_.topRows(visible) * query) * float(case_.scale());
+  scores = scores.unaryExpr([dtype](float score) { return round_to(dtype, score); });
+  Eigen::ArrayXf weights = (scores.array() - scores.maxCoeff()).exp();
+  weights /= weights.sum();
+  weights = weights.unaryExpr([dtype](float probability) { return round_to(dtype, probability); });
+  const Eigen::VectorXf accumulated = values_fp32_.topRows(visible).transpose() * weights.matrix();
+  for (std::int64_t c = 0; c < case_.head_dim; ++c) output(c) = double(round_to(dtype, accumulated(c)));
+  return output;
+}
+
+}  // namespace faprobe

@@ -1,0 +1,64 @@
+// The float64 reference: any output row of any case, computed from the rounded inputs with Eigen.
+// Inputs come from an InputSource, either regenerated from the case's seed (no copy of the tensors is
+// needed) or read from tensors given on the command line (.npy files produced by another program).
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include <Eigen/Dense>
+
+#include "case.hpp"
+#include "inputs.hpp"
+#include "tensor.hpp"
+
+namespace faprobe {
+
+class InputSource {
+ public:
+  virtual ~InputSource() = default;
+  // Writes head_dim values of row `s` of head `h` in batch entry `b` of tensor `id`, as rounded inputs.
+  virtual void row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const = 0;
+};
+
+// Regenerates inputs from (seed, tensor, index), rounded to the case's dtype, exactly as make_inputs().
+class GeneratedInputs final : public InputSource {
+ public:
+  explicit GeneratedInputs(const Case& c);
+  void row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const override;
+
+ private:
+  Case case_;
+  std::uint64_t keys_[3];
+};
+
+// Reads inputs from host tensors (which must outlive it).
+class TensorInputs final : public InputSource {
+ public:
+  TensorInputs(const HostTensor& q, const HostTensor& k, const HostTensor& v) : tensors_{&q, &k, &v} {}
+  void row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const override;
+
+ private:
+  const HostTensor* tensors_[3];
+};
+
+// K and V of one (batch entry, KV head) in float64, and the rows of output computed from them.
+class HeadReference {
+ public:
+  HeadReference(const Case& c, const InputSource& inputs, std::int64_t b, std::int64_t kv_head);
+
+  // Exact (float64) output row for query row `row` of query head `h` (which must map to this KV head).
+  Eigen::VectorXd output_row(const InputSource& inputs, std::int64_t h, std::int64_t row) const;
+
+  // The same row computed "plainly in the case's precision", as a framework would: fp32 dot products,
+  // scores rounded to the dtype, softmax in fp32, P rounded to the dtype, P·V accumulated in fp32, O
+  // rounded to the dtype. Its distance from output_row() sets the tolerance (flash-attention's rule).
+  Eigen::VectorXd plain_row(const InputSource& inputs, std::int64_t h, std::int64_t row) const;
+
+ private:
+  const Case& case_;
+  std::int64_t b_;
+  Eigen::MatrixXd keys_, values_;            // (seq_k, head_dim)
+  Eigen::MatrixXf keys_fp32_, values_fp32_;  // the same values, for plain_row
+};
+
+}  // namespace faprobe

@@ -1,0 +1,207 @@
+#include "axes.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "errors.hpp"
+#include "range.hpp"
+#include "registry.hpp"
+
+namespace faprobe {
+
+const std::vector<std::string>& axis_keys() {
+  static const std::vector<std::string> keys = {"impl",     "seq",      "seq_q", "batch", "heads", "kv_heads",
+                                                "head_dim", "dtype",    "mask",  "mode",  "seed"};
+  return keys;
+}
+
+const std::vector<std::string>& setting_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> all = axis_keys();
+    for (const char* key : {"warmup", "min_samples", "max_noise", "min_time", "max_time", "mem_limit", "verify",
+                            "flush_l2", "threads", "description"})
+      all.emplace_back(key);
+    return all;
+  }();
+  return keys;
+}
+
+void SettingsSource::set(const std::string& key, std::string text, std::string origin) {
+  values_[key] = Value{std::move(text), std::move(origin)};
+}
+
+bool SettingsSource::has_any_axis() const {
+  return std::any_of(axis_keys().begin(), axis_keys().end(), [&](const std::string& key) { return has(key); });
+}
+
+void SettingsSource::load_config_file(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw UsageError(fmt::format("--config {}: cannot open the file", path));
+  std::stringstream text;
+  text << file.rdbuf();
+  load_config_text(text.str(), path);
+}
+
+void SettingsSource::load_config_text(const std::string& text, const std::string& origin) {
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& error) {
+    // nlohmann's message says "parse error at line L, column C: ..."; keep it whole.
+    std::string message = error.what();
+    const std::size_t at = message.find("parse error");
+    throw UsageError(fmt::format("--config {}: invalid JSON: {}", origin,
+                                 at == std::string::npos ? message : message.substr(at)));
+  }
+  if (!config.is_object()) {
+    throw UsageError(fmt::format("--config {}: expected a JSON object of settings, got {}", origin, config.type_name()));
+  }
+  for (const auto& [raw_key, value] : config.items()) {
+    std::string key = raw_key;
+    std::replace(key.begin(), key.end(), '-', '_');
+    if (std::find(setting_keys().begin(), setting_keys().end(), key) == setting_keys().end()) {
+      throw UsageError(fmt::format("--config {}: unknown key \"{}\" (allowed: {})", origin, raw_key,
+                                   fmt::join(setting_keys(), ", ")));
+    }
+    if (key == "description") continue;
+    const std::string where = fmt::format("--config {}: \"{}\"", origin, raw_key);
+    auto scalar_text = [&](const nlohmann::json& item) -> std::string {
+      if (item.is_string()) return item.get<std::string>();
+      if (item.is_number_integer() || item.is_number_unsigned()) return item.dump();
+      if (item.is_number_float()) return item.dump();
+      if (item.is_boolean()) return item.get<bool>() ? "true" : "false";
+      throw UsageError(fmt::format("{}: expected a number, a string or an array of them, got {}", where,
+                                   item.type_name()));
+    };
+    std::string value_text;
+    if (value.is_array()) {
+      if (value.empty()) throw UsageError(fmt::format("{}: empty array", where));
+      for (const auto& item : value) value_text += (value_text.empty() ? "" : ",") + scalar_text(item);
+    } else {
+      value_text = scalar_text(value);
+    }
+    set(key, value_text, where);
+  }
+}
+
+namespace {
+
+const SettingsSource::Value* find(const SettingsSource& source, const std::string& key) {
+  const auto it = source.values().find(key);
+  return it == source.values().end() ? nullptr : &it->second;
+}
+
+std::vector<std::int64_t> integers(const SettingsSource& source, const std::string& key,
+                                   std::vector<std::int64_t> fallback, std::int64_t max_value) {
+  const auto* value = find(source, key);
+  return value ? parse_integer_list(value->text, value->origin, 1, max_value) : fallback;
+}
+
+template <class Enum, class Parse>
+std::vector<Enum> enums(const SettingsSource& source, const std::string& key, Enum fallback, Parse parse) {
+  const auto* value = find(source, key);
+  if (!value) return {fallback};
+  std::vector<Enum> out;
+  for (const std::string& name : parse_name_list(value->text, value->origin)) {
+    const Enum parsed = parse(name, value->origin);
+    if (std::find(out.begin(), out.end(), parsed) == out.end()) out.push_back(parsed);
+  }
+  return out;
+}
+
+bool boolean(const SettingsSource::Value& value) {
+  if (value.text == "true" || value.text == "1") return true;
+  if (value.text == "false" || value.text == "0") return false;
+  throw UsageError(fmt::format("{}: '{}' is not a boolean (true or false)", value.origin, value.text));
+}
+
+MeasureSettings measure_settings(const SettingsSource& source) {
+  MeasureSettings measure;
+  if (const auto* v = find(source, "warmup")) measure.warmup = int(parse_integer(v->text, v->origin, 0, 1000));
+  if (const auto* v = find(source, "min_samples")) measure.min_samples = int(parse_integer(v->text, v->origin, 1, 1000000));
+  if (const auto* v = find(source, "max_noise")) measure.max_noise_percent = parse_number(v->text, v->origin, 0.0, 100.0);
+  if (const auto* v = find(source, "min_time")) measure.min_time_s = parse_number(v->text, v->origin, 0.0, 86400.0);
+  if (const auto* v = find(source, "max_time")) measure.max_time_s = parse_number(v->text, v->origin, 0.001, 86400.0);
+  if (const auto* v = find(source, "mem_limit")) measure.mem_limit = parse_size(v->text, v->origin);
+  if (const auto* v = find(source, "verify")) measure.verify = boolean(*v);
+  if (const auto* v = find(source, "flush_l2")) measure.flush_l2 = boolean(*v);
+  if (const auto* v = find(source, "threads")) measure.threads = int(parse_integer(v->text, v->origin, 1, 1024));
+  return measure;
+}
+
+}  // namespace
+
+Plan make_plan(const SettingsSource& source) {
+  Plan plan;
+  plan.measure = measure_settings(source);
+
+  if (const auto* value = find(source, "impl")) {
+    for (const std::string& name : parse_name_list(value->text, value->origin)) {
+      if (!find_implementation(name)) {
+        throw UsageError(fmt::format("{}: unknown implementation '{}' (allowed: {})", value->origin, name,
+                                     fmt::join(implementation_names(), ", ")));
+      }
+    }
+    // Registry order, so tables read the same whatever order the flag gave.
+    const auto named = parse_name_list(value->text, value->origin);
+    for (const std::string& name : implementation_names())
+      if (std::find(named.begin(), named.end(), name) != named.end()) plan.impls.push_back(name);
+  } else {
+    plan.impls = implementation_names();
+  }
+
+  constexpr std::int64_t kMaxSeq = std::int64_t(1) << 31;
+  const auto seqs = integers(source, "seq", {1024}, kMaxSeq);
+  const auto* seq_q_value = find(source, "seq_q");
+  const auto seq_qs = seq_q_value ? parse_integer_list(seq_q_value->text, seq_q_value->origin, 1, kMaxSeq)
+                                  : std::vector<std::int64_t>{0};  // 0: same as seq (prefill) or 1 (decode)
+  const auto batches = integers(source, "batch", {1}, 1 << 20);
+  const auto heads_list = integers(source, "heads", {8}, 1 << 16);
+  const auto* kv_value = find(source, "kv_heads");
+  const auto head_dims = integers(source, "head_dim", {64}, 1 << 16);
+  const auto* seed_value = find(source, "seed");
+  const auto seeds = seed_value ? parse_integer_list(seed_value->text, seed_value->origin, 0,
+                                                     std::numeric_limits<std::int64_t>::max())
+                                : std::vector<std::int64_t>{0};
+  const auto dtypes = enums(source, "dtype", DType::fp32, parse_dtype);
+  const auto masks = enums(source, "mask", Mask::none, parse_mask);
+  const auto modes = enums(source, "mode", Mode::prefill, parse_mode);
+
+  std::set<std::string> seen;
+  for (Mode mode : modes)
+    for (DType dtype : dtypes)
+      for (Mask mask : masks)
+        for (std::int64_t batch : batches)
+          for (std::int64_t heads : heads_list) {
+            const auto kv_list = kv_value ? parse_integer_list(kv_value->text, kv_value->origin, 1, 1 << 16)
+                                          : std::vector<std::int64_t>{heads};
+            for (std::int64_t kv_heads : kv_list)
+              for (std::int64_t head_dim : head_dims)
+                for (std::int64_t seed : seeds)
+                  for (std::int64_t seq_q : seq_qs)
+                    for (std::int64_t seq : seqs) {
+                      Case c;
+                      c.batch = batch;
+                      c.heads = heads;
+                      c.kv_heads = kv_heads;
+                      c.head_dim = head_dim;
+                      c.dtype = dtype;
+                      c.mask = mask;
+                      c.mode = mode;
+                      c.seed = std::uint64_t(seed);
+                      c.seq_k = seq;
+                      // --seq-q applies to prefill; decode always has one query row.
+                      c.seq_q = mode == Mode::decode ? 1 : (seq_q != 0 ? seq_q : seq);
+                      c.validate();
+                      if (seen.insert(c.key()).second) plan.cases.push_back(c);
+                    }
+          }
+  return plan;
+}
+
+}  // namespace faprobe

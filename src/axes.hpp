@@ -1,0 +1,62 @@
+// What a command runs: the axes (expanded into cases) and the measurement settings. Both come from a
+// JSON config (--config FILE, same keys as the flags, with '-' or '_') and from flags, flags winning.
+// Values are given as text in the grammar of range.hpp, or in a config as numbers or arrays.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "case.hpp"
+
+namespace faprobe {
+
+struct MeasureSettings {
+  int warmup = 1;                        // untimed runs before sampling
+  int min_samples = 10;                  // nvbench's default
+  double max_noise_percent = 0.5;        // stop once the relative standard deviation is below this ...
+  double min_time_s = 0.5;               // ... and this much time was sampled
+  double max_time_s = 10.0;              // cap per case; a case predicted to exceed it is skipped
+  std::optional<std::uint64_t> mem_limit;  // default: what the host has free, less a margin
+  bool verify = true;
+  bool flush_l2 = true;                  // GPU only
+  int threads = 0;                       // CPU threads, 0 = all cores
+};
+
+// Raw settings: key → (text value, where it came from). Keys are the flag names with '_' ("seq_q").
+class SettingsSource {
+ public:
+  void set(const std::string& key, std::string text, std::string origin);
+  bool has(const std::string& key) const { return values_.count(key) != 0; }
+  bool has_any_axis() const;
+  // Reads a JSON config; throws UsageError naming the file (and line/column for malformed JSON).
+  void load_config_file(const std::string& path);
+  void load_config_text(const std::string& text, const std::string& origin);
+
+  struct Value {
+    std::string text;
+    std::string origin;  // "--seq" or "configs/x.json: \"seq\""
+  };
+  const std::map<std::string, Value>& values() const { return values_; }
+
+ private:
+  std::map<std::string, Value> values_;
+};
+
+// Keys a config may hold, and the axis keys among them.
+const std::vector<std::string>& setting_keys();
+const std::vector<std::string>& axis_keys();
+
+struct Plan {
+  std::vector<std::string> impls;  // in registry order; all when none was named
+  std::vector<Case> cases;         // in sweep order: seq varies fastest
+  MeasureSettings measure;
+};
+
+// Turns the settings into implementations, cases and measurement settings; throws UsageError.
+Plan make_plan(const SettingsSource& source);
+
+}  // namespace faprobe

@@ -1,0 +1,71 @@
+#include "calibrate.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include <Eigen/Dense>
+
+#include "memory.hpp"
+
+namespace faprobe {
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double gemm_gflops(double budget_s) {
+  constexpr int kSize = 512;  // large enough for Eigen's blocking to reach its peak, small enough for L2/L3
+  const int threads = omp_get_max_threads();
+  double best = 0;
+  const auto start = Clock::now();
+  while (seconds_since(start) < budget_s || best == 0) {
+    const auto round_start = Clock::now();
+#pragma omp parallel num_threads(threads)
+    {
+      const Eigen::MatrixXf a = Eigen::MatrixXf::Random(kSize, kSize);
+      const Eigen::MatrixXf b = Eigen::MatrixXf::Random(kSize, kSize);
+      Eigen::MatrixXf c(kSize, kSize);
+#pragma omp barrier
+      for (int repeat = 0; repeat < 4; ++repeat) c.noalias() = a * b;
+      if (c(0, 0) == 12345.0f) std::abort();  // keeps the product alive
+    }
+    const double elapsed = seconds_since(round_start);
+    best = std::max(best, 4.0 * threads * 2.0 * kSize * kSize * double(kSize) / elapsed * 1e-9);
+  }
+  return best;
+}
+
+double copy_gbytes_per_s(double budget_s) {
+  constexpr std::size_t kBytes = std::size_t(256) << 20;  // well beyond any last-level cache here
+  Workspace<char> source(kBytes), destination(kBytes);
+  std::memset(source.data(), 1, kBytes);
+  std::memset(destination.data(), 0, kBytes);
+  double best = 0;
+  const auto start = Clock::now();
+  while (seconds_since(start) < budget_s || best == 0) {
+    const auto round_start = Clock::now();
+    const int threads = omp_get_max_threads();
+#pragma omp parallel for num_threads(threads)
+    for (int part = 0; part < threads; ++part) {
+      const std::size_t chunk = kBytes / std::size_t(threads);
+      std::memcpy(destination.data() + chunk * std::size_t(part), source.data() + chunk * std::size_t(part), chunk);
+    }
+    best = std::max(best, 2.0 * double(kBytes) / seconds_since(round_start) * 1e-9);  // read + write
+  }
+  return best;
+}
+}  // namespace
+
+MachineRates calibrate_host(double seconds) {
+  MachineRates rates;
+  rates.gemm_gflops = gemm_gflops(seconds * 0.7);
+  rates.memory_gbytes_per_s = copy_gbytes_per_s(seconds * 0.3);
+  return rates;
+}
+
+}  // namespace faprobe

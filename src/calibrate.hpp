@@ -1,0 +1,12 @@
+// This machine's ceilings, measured in the same run as the results they qualify: the fp32 GEMM rate with
+// every core busy (each OpenMP thread multiplying its own 512×512 matrices with Eigen, single-threaded,
+// the way cpu.tiled uses the cores) and the streaming memory bandwidth (a parallel copy of 256 MiB).
+#pragma once
+#include "registry.hpp"
+
+namespace faprobe {
+
+// Takes about `seconds` in all. Rates are the best of the repetitions (a ceiling, not a typical value).
+MachineRates calibrate_host(double seconds = 0.5);
+
+}  // namespace faprobe

@@ -1,0 +1,74 @@
+// faprobe run: one implementation on one case, measured and verified like a sweep; --save DIR also writes
+// the inputs and the output as q.npy k.npy v.npy o.npy (plus case.json) so another program can check them.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "errors.hpp"
+#include "npy.hpp"
+
+namespace faprobe::cli {
+namespace {
+
+struct RunCommandOptions {
+  SettingsOptions settings;
+  OutputOptions output;
+  std::string save_dir;
+};
+
+void save_case(const Implementation& impl, const Case& c, const std::string& directory) {
+  std::filesystem::create_directories(directory);
+  auto prepared = impl.prepare(c);
+  prepared->timed_run();
+  const AttentionInputs* inputs = prepared->host_inputs();
+  if (!inputs) throw UsageError(fmt::format("--save: {} does not expose its inputs on the host", impl.name()));
+  write_npy(directory + "/q.npy", inputs->q);
+  write_npy(directory + "/k.npy", inputs->k);
+  write_npy(directory + "/v.npy", inputs->v);
+  write_npy(directory + "/o.npy", prepared->output());
+  std::ofstream(directory + "/case.json") << nlohmann::json{{"impl", impl.name()}, {"case", c}}.dump(2) << "\n";
+  fmt::print(stderr, "saved q.npy k.npy v.npy o.npy case.json to {}\n", directory);
+}
+
+int run_run(RunCommandOptions& options) {
+  const Plan plan = make_plan(settings_source(options.settings, nullptr, nullptr));
+  if (options.settings.options.at("impl")->count() == 0 || plan.impls.size() != 1) {
+    throw UsageError("run needs exactly one --impl NAME (see `faprobe list`)");
+  }
+  if (plan.cases.size() != 1) {
+    throw UsageError(fmt::format("run takes one case, the axes give {}; use `faprobe sweep` for several",
+                                 plan.cases.size()));
+  }
+  RunOptions run = make_run_options(plan, options.output, /*timing=*/true);
+  run.show_unsupported = true;
+  const RunSummary summary = run_plan(plan, run, std::cout);
+  print_summary(summary, run);
+  if (!options.save_dir.empty() && !summary.records.empty()) {
+    const Record& record = summary.records.back();
+    if (record.status == Status::ok || record.status == Status::mismatch) {
+      save_case(*find_implementation(plan.impls.front()), plan.cases.front(), options.save_dir);
+    } else {
+      fmt::print(stderr, "--save: nothing saved, the case did not run ({})\n", record.reason);
+    }
+  }
+  return summary.exit_status();
+}
+
+}  // namespace
+
+void setup_run(CLI::App& app, int& exit_status) {
+  auto options = std::make_shared<RunCommandOptions>();
+  CLI::App* sub = app.add_subcommand("run", "one implementation on one case; --save DIR writes q/k/v/o as .npy");
+  add_axis_options(*sub, options->settings);
+  add_measure_options(*sub, options->settings);
+  add_output_options(*sub, options->output);
+  sub->add_option("--save", options->save_dir, "directory for q.npy k.npy v.npy o.npy and case.json");
+  sub->callback([options, &exit_status] { exit_status = run_run(*options); });
+}
+
+}  // namespace faprobe::cli

@@ -1,0 +1,59 @@
+// faprobe sweep: every (implementation × case), verified while measured. Without axes it runs the default
+// sweep (configs/cpu-default.json). Records stream to --out (default: faprobe-out/sweep-<time>.jsonl).
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "default_config.hpp"
+
+namespace faprobe::cli {
+namespace {
+
+struct SweepOptions {
+  SettingsOptions settings;
+  OutputOptions output;
+  bool strict = false;
+};
+
+std::string default_out_path() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
+  std::filesystem::create_directories("faprobe-out");
+  return fmt::format("faprobe-out/sweep-{}.jsonl", stamp);
+}
+
+int run_sweep(SweepOptions& options) {
+  const Plan plan = make_plan(settings_source(options.settings, kDefaultSweepConfig, kDefaultSweepConfigName));
+  if (options.output.out_jsonl.empty() && !options.output.resume) options.output.out_jsonl = default_out_path();
+  RunOptions run = make_run_options(plan, options.output, /*timing=*/true);
+  run.strict = options.strict;
+  run.show_unsupported = options.settings.options.at("impl")->count() > 0;
+  fmt::print(stderr, "sweep: {} cases × {} implementations; records stream to {}\n", plan.cases.size(),
+             plan.impls.size(), run.out_jsonl);
+  const RunSummary summary = run_plan(plan, run, std::cout);
+  print_summary(summary, run);
+  return summary.exit_status();
+}
+
+}  // namespace
+
+void setup_sweep(CLI::App& app, int& exit_status) {
+  auto options = std::make_shared<SweepOptions>();
+  CLI::App* sub = app.add_subcommand("sweep", "run every (implementation × case), verifying while measuring");
+  add_axis_options(*sub, options->settings);
+  add_measure_options(*sub, options->settings);
+  add_output_options(*sub, options->output);
+  sub->add_flag("--strict", options->strict, "an unsupported (implementation, case) is an error, not a record");
+  sub->callback([options, &exit_status] { exit_status = run_sweep(*options); });
+}
+
+}  // namespace faprobe::cli

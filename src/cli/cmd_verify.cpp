@@ -1,0 +1,106 @@
+// faprobe verify: correctness only. With axes (or the embedded configs/ci-verify.json) it runs every
+// available implementation once per case and checks it; with --q --k --v --o it checks an output that
+// another program produced from those inputs. Exit 1 on any mismatch.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "default_config.hpp"
+#include "errors.hpp"
+#include "npy.hpp"
+#include "reference/check.hpp"
+#include "writers.hpp"
+
+namespace faprobe::cli {
+namespace {
+
+struct VerifyOptions {
+  SettingsOptions settings;
+  OutputOptions output;
+  bool strict = false;
+  std::string q, k, v, o;  // an output produced elsewhere
+  CLI::Option* files_option = nullptr;
+};
+
+int verify_files(const VerifyOptions& options) {
+  for (const auto& [flag, path] : {std::pair{"--q", &options.q}, {"--k", &options.k}, {"--v", &options.v},
+                                   {"--o", &options.o}}) {
+    if (path->empty()) throw UsageError(fmt::format("verify with files needs --q, --k, --v and --o; {} is missing", flag));
+  }
+  const HostTensor q = read_npy(options.q, "--q"), k = read_npy(options.k, "--k"), v = read_npy(options.v, "--v"),
+                   o = read_npy(options.o, "--o");
+  check_attention_shapes(q, k, v, o);
+  const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
+  for (const auto& [key, value] : source.values()) {
+    if (key != "mask" && key != "dtype" && key != "verify") {
+      throw UsageError(fmt::format("{} cannot be combined with --q/--k/--v/--o (shapes come from the files; "
+                                   "allowed: --mask, --dtype)", value.origin));
+    }
+  }
+  Case c;
+  c.batch = q.batch();
+  c.seq_q = q.seq();
+  c.heads = q.heads();
+  c.head_dim = q.head_dim();
+  c.seq_k = k.seq();
+  c.kv_heads = k.heads();
+  c.dtype = o.dtype();  // the precision the tolerance assumes; --dtype overrides (bf16 saved as float32)
+  if (const auto it = source.values().find("mask"); it != source.values().end()) {
+    c.mask = parse_mask(it->second.text, it->second.origin);
+  }
+  if (const auto it = source.values().find("dtype"); it != source.values().end()) {
+    c.dtype = parse_dtype(it->second.text, it->second.origin);
+  }
+  c.validate();
+  Record record;
+  record.impl = "external";
+  record.device = "files";
+  record.c = c;
+  record.verify = check_output(c, TensorInputs(q, k, v), o);
+  record.status = record.verify->passed ? Status::ok : Status::mismatch;
+  record.reason = record.verify->note;
+  TableWriter(std::cout).write(record);
+  if (!options.output.json.empty()) write_json(options.output.json, run_metadata(nullptr), {record});
+  if (!options.output.out_jsonl.empty()) JsonlWriter(options.output.out_jsonl).write(record);
+  return record.verify->passed ? kExitOk : kExitFailed;
+}
+
+int run_verify(VerifyOptions& options) {
+  if (!options.q.empty() || !options.k.empty() || !options.v.empty() || !options.o.empty()) {
+    return verify_files(options);
+  }
+  const Plan plan = make_plan(settings_source(options.settings, kDefaultVerifyConfig, kDefaultVerifyConfigName));
+  MeasureSettings measure = plan.measure;
+  if (!measure.verify) throw UsageError("--no-verify makes `faprobe verify` check nothing");
+  RunOptions run = make_run_options(plan, options.output, /*timing=*/false);
+  run.strict = options.strict;
+  run.show_unsupported = options.settings.options.at("impl")->count() > 0;
+  Plan verify_plan = plan;
+  // verify's per-case budget is a minute unless --max-time says otherwise: nothing is sampled.
+  if (!options.settings.options.at("max_time")->count()) verify_plan.measure.max_time_s = 60.0;
+  fmt::print(stderr, "verify: {} cases × {} implementations\n", plan.cases.size(), plan.impls.size());
+  const RunSummary summary = run_plan(verify_plan, run, std::cout);
+  print_summary(summary, run);
+  return summary.exit_status();
+}
+
+}  // namespace
+
+void setup_verify(CLI::App& app, int& exit_status) {
+  auto options = std::make_shared<VerifyOptions>();
+  CLI::App* sub = app.add_subcommand("verify", "check implementations (or output files) against the float64 reference");
+  add_axis_options(*sub, options->settings);
+  add_measure_options(*sub, options->settings);
+  add_output_options(*sub, options->output);
+  sub->add_flag("--strict", options->strict, "an unsupported (implementation, case) is an error, not a record");
+  sub->add_option("--q", options->q, "query .npy (batch, seq_q, heads, head_dim), float32 or float16");
+  sub->add_option("--k", options->k, "key .npy (batch, seq_k, kv_heads, head_dim)");
+  sub->add_option("--v", options->v, "value .npy, shaped like --k");
+  sub->add_option("--o", options->o, "output .npy to check, shaped like --q");
+  sub->callback([options, &exit_status] { exit_status = run_verify(*options); });
+}
+
+}  // namespace faprobe::cli

@@ -1,0 +1,14 @@
+// One file per subcommand (CLI11's subcom_in_files pattern): setup_X adds the subcommand and its options
+// to the app and sets `exit_status` from its callback; main.cpp only wires them.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace faprobe::cli {
+
+void setup_list(CLI::App& app, int& exit_status);
+void setup_sweep(CLI::App& app, int& exit_status);
+void setup_verify(CLI::App& app, int& exit_status);
+void setup_run(CLI::App& app, int& exit_status);
+void setup_calibrate(CLI::App& app, int& exit_status);
+
+}  // namespace faprobe::cli

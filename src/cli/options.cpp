@@ -1,0 +1,147 @@
+#include "cli/options.hpp"
+
+#include <chrono>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "errors.hpp"
+#include "host_info.hpp"
+
+namespace faprobe::cli {
+namespace {
+std::string g_command_line;
+
+void add_value(CLI::App& app, SettingsOptions& settings, const std::string& key, const std::string& help) {
+  std::string flag = "--" + key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  settings.options[key] = app.add_option(flag, settings.values[key], help);
+}
+}  // namespace
+
+void add_axis_options(CLI::App& app, SettingsOptions& settings) {
+  app.add_option("--config", settings.config, "JSON file with the same keys as these flags (flags override it)");
+  add_value(app, settings, "impl", "implementations, comma-separated (default: all; see `faprobe list`)");
+  add_value(app, settings, "seq", "key/value length: 512..65536, 512..65536:*4, 1024..8192:+1024, 1,17,4097, 1k..64k");
+  add_value(app, settings, "seq_q", "query length for prefill (default: same as --seq; decode is always 1)");
+  add_value(app, settings, "batch", "batch size (default 1)");
+  add_value(app, settings, "heads", "query heads (default 8)");
+  add_value(app, settings, "kv_heads", "key/value heads, dividing --heads (default: = heads; 1 = MQA)");
+  add_value(app, settings, "head_dim", "head dimension (default 64)");
+  add_value(app, settings, "dtype", "fp32, fp16, bf16, fp8_e4m3 (default fp32)");
+  add_value(app, settings, "mask", "none, causal (default none); causal is bottom-right aligned");
+  add_value(app, settings, "mode", "prefill, decode (default prefill)");
+  add_value(app, settings, "seed", "input generator seed (default 0)");
+}
+
+void add_measure_options(CLI::App& app, SettingsOptions& settings) {
+  add_value(app, settings, "warmup", "untimed runs before sampling (default 1)");
+  add_value(app, settings, "min_samples", "minimum timed samples (default 10)");
+  add_value(app, settings, "max_noise", "stop when the relative stddev is below this percent (default 0.5)");
+  add_value(app, settings, "min_time", "minimum seconds of samples (default 0.5)");
+  add_value(app, settings, "max_time", "cap in seconds per case; longer predicted runs are skipped (default 10)");
+  add_value(app, settings, "mem_limit", "memory limit per case, e.g. 20GiB, 512MB (default: free memory less a margin)");
+  add_value(app, settings, "threads", "CPU threads (default: all cores)");
+  app.add_flag("--no-verify", settings.no_verify, "do not check outputs against the float64 reference");
+  app.add_flag("--no-flush-l2", settings.no_flush_l2, "do not flush the GPU L2 cache before each sample");
+}
+
+void add_output_options(CLI::App& app, OutputOptions& output) {
+  app.add_option("--out", output.out_jsonl, "JSONL file, one record per line, appended and flushed per case");
+  app.add_option("--json", output.json, "JSON document: the records with the run's metadata ('-' = stdout)");
+  app.add_option("--csv", output.csv, "CSV, one row per record, units in the headers ('-' = stdout)");
+  app.add_option("--md", output.md, "Markdown table ('-' = stdout)");
+  app.add_flag("--resume", output.resume, "skip the (implementation, case) pairs already in --out");
+}
+
+SettingsSource settings_source(const SettingsOptions& settings, const char* default_config,
+                               const char* default_config_name) {
+  SettingsSource source;
+  bool any_axis_flag = false;
+  for (const std::string& key : axis_keys()) {
+    const auto it = settings.options.find(key);
+    if (it != settings.options.end() && it->second->count() > 0) any_axis_flag = true;
+  }
+  if (!settings.config.empty()) {
+    source.load_config_file(settings.config);
+  } else if (!any_axis_flag && default_config != nullptr) {
+    source.load_config_text(default_config, default_config_name);
+  }
+  for (const auto& [key, option] : settings.options) {
+    if (option->count() > 0) source.set(key, settings.values.at(key), option->get_name());
+  }
+  if (settings.no_verify) source.set("verify", "false", "--no-verify");
+  if (settings.no_flush_l2) source.set("flush_l2", "false", "--no-flush-l2");
+  return source;
+}
+
+void set_command_line(int argc, char** argv) {
+  g_command_line.clear();
+  for (int i = 0; i < argc; ++i) g_command_line += (i ? " " : "") + std::string(argv[i]);
+}
+
+std::string command_line() { return g_command_line; }
+
+nlohmann::json run_metadata(const nlohmann::json& rates) {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return nlohmann::json{{"schema", "faprobe/1"},
+                        {"version", FAPROBE_VERSION},
+                        {"git_revision", FAPROBE_GIT_REVISION},
+                        {"command", g_command_line},
+                        {"time", stamp},
+                        {"host", host_info()},
+                        {"devices", nlohmann::json::array()},
+                        {"rates", rates}};
+}
+
+}  // namespace faprobe::cli
+
+#include "calibrate.hpp"
+#include "range.hpp"
+
+namespace faprobe::cli {
+
+RunOptions make_run_options(const Plan& plan, const OutputOptions& output, bool timing) {
+  RunOptions options;
+  options.timing = timing;
+  options.out_jsonl = output.out_jsonl;
+  options.json_path = output.json;
+  options.csv_path = output.csv;
+  options.md_path = output.md;
+  options.resume = output.resume;
+  if (output.resume && output.out_jsonl.empty()) {
+    throw UsageError("--resume needs --out FILE.jsonl (the records to resume from)");
+  }
+  options.mem_limit = plan.measure.mem_limit.value_or(default_host_memory_limit());
+  options.rates = calibrate_host(timing ? 0.5 : 0.2);
+  options.metadata = run_metadata({{"fp32_gemm_gflops", options.rates.gemm_gflops},
+                                   {"memory_gbytes_per_s", options.rates.memory_gbytes_per_s}});
+  options.metadata["mem_limit_bytes"] = options.mem_limit;
+  options.metadata["measure"] = {{"warmup", plan.measure.warmup},
+                                 {"min_samples", plan.measure.min_samples},
+                                 {"max_noise_percent", plan.measure.max_noise_percent},
+                                 {"min_time_s", plan.measure.min_time_s},
+                                 {"max_time_s", plan.measure.max_time_s},
+                                 {"verify", plan.measure.verify}};
+  return options;
+}
+
+void print_summary(const RunSummary& summary, const RunOptions& options) {
+  int ok = 0;
+  for (const Record& record : summary.records) ok += record.status == Status::ok;
+  fmt::print(stderr, "\n{} records: {} ok, {} mismatch, {} failed, {} skipped, {} unsupported{}{}\n",
+             summary.records.size(), ok, summary.failed_checks, summary.failed_runs, summary.skipped,
+             summary.unsupported, summary.resumed ? fmt::format(" ({} resumed)", summary.resumed) : "",
+             summary.interrupted ? "; interrupted" : "");
+  fmt::print(stderr, "this host: fp32 GEMM {:.1f} GFLOP/s (all cores), copy {:.1f} GB/s\n",
+             options.rates.gemm_gflops, options.rates.memory_gbytes_per_s);
+  for (const std::string* path : {&options.out_jsonl, &options.json_path, &options.csv_path, &options.md_path}) {
+    if (!path->empty() && *path != "-") fmt::print(stderr, "wrote {}\n", *path);
+  }
+}
+
+}  // namespace faprobe::cli

@@ -1,0 +1,29 @@
+// A one-line progress indicator with an ETA on stderr, drawn only when stderr is a terminal, and the
+// interrupt flag that Ctrl-C sets (the runner stops between runs; what finished is already on disk).
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace faprobe {
+
+class Progress {
+ public:
+  explicit Progress(std::size_t total);
+  ~Progress();
+  void starting(std::size_t done, const std::string& what);  // redraws "[done/total] what  ETA m:ss"
+  void clear();  // erases the line before a table row is printed
+
+ private:
+  std::size_t total_;
+  bool enabled_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// SIGINT/SIGTERM handling: the first signal sets the flag; a second one exits at once with status 130.
+void install_interrupt_handler();
+bool interrupted();
+void request_interrupt();  // for tests
+
+}  // namespace faprobe

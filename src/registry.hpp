@@ -1,0 +1,54 @@
+// The one list of implementations. Each implementation is a small object: its name, its device,
+// supports(case) (an empty string, or the reason it cannot run the case), its predicted peak memory and
+// time for a case, and prepare(case), which allocates and fills the inputs and returns a runnable.
+// Nothing else in the program knows which implementations exist; adding one is its own file plus one
+// line in registry.cpp.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "case.hpp"
+#include "tensor.hpp"
+
+namespace faprobe {
+
+// What a time prediction may use: this machine's measured rates.
+struct MachineRates {
+  double gemm_gflops = 50.0;        // fp32 GEMM, all cores (faprobe calibrate measures it)
+  double memory_gbytes_per_s = 8.0;  // streaming bandwidth, all cores
+};
+
+// One implementation prepared for one case: inputs allocated and filled, output allocated.
+class PreparedCase {
+ public:
+  virtual ~PreparedCase() = default;
+  virtual double timed_run() = 0;           // one call, seconds (wall clock on the CPU)
+  virtual const HostTensor& output() = 0;   // O on the host, after at least one run
+  virtual const AttentionInputs* host_inputs() const { return nullptr; }  // for --save
+  virtual nlohmann::json details() const { return nlohmann::json::object(); }
+};
+
+class Implementation {
+ public:
+  virtual ~Implementation() = default;
+  virtual std::string name() const = 0;
+  virtual std::string device() const = 0;
+  virtual std::string supports(const Case& c) const = 0;  // "" when supported, else the reason
+  virtual std::uint64_t predicted_bytes(const Case& c) const = 0;
+  virtual double predicted_seconds(const Case& c, const MachineRates& rates) const = 0;
+  virtual bool timed() const { return true; }  // emulated implementations are checked, never timed
+  virtual std::unique_ptr<PreparedCase> prepare(const Case& c) const = 0;
+};
+
+// All registered implementations, in the order tables list them.
+const std::vector<std::unique_ptr<Implementation>>& implementations();
+const Implementation* find_implementation(const std::string& name);  // nullptr when unknown
+std::vector<std::string> implementation_names();
+
+// Bytes of Q, K, V and O of a case (what every implementation holds at least).
+std::uint64_t io_bytes(const Case& c);
+
+}  // namespace faprobe

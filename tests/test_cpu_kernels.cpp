@@ -1,0 +1,294 @@
+// Every CPU implementation against the float64 reference over odd shapes: lengths 1, 2, 17, 127, 129, 1000;
+// head_dim 8 to 256; bottom-right causal with seq_q < seq_k and seq_q > seq_k (early rows see no key and
+// must be zeros); GQA 8:1 and MQA; fp32, fp16, bf16; decode cases for every implementation. Also what each
+// implementation refuses, and its predicted peak memory against the measured one.
+#include <cctype>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "case.hpp"
+#include "cpu/factories.hpp"
+#include "memory.hpp"
+#include "reference/check.hpp"
+#include "reference/reference.hpp"
+
+namespace faprobe {
+namespace {
+
+using Factory = std::function<std::unique_ptr<Implementation>()>;
+
+struct Named {
+  std::string name;
+  Factory make;
+};
+
+const std::vector<Named>& all_implementations() {
+  static const std::vector<Named> list = {{"naive", cpu::make_naive},
+                                          {"tiled", cpu::make_tiled},
+                                          {"decode", cpu::make_decode},
+                                          {"decode_splitk", cpu::make_decode_splitk}};
+  return list;
+}
+
+Case make_case(std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, std::int64_t seq_q, std::int64_t seq_k,
+               std::int64_t head_dim, DType dtype, Mask mask, Mode mode = Mode::prefill) {
+  Case c;
+  c.batch = batch;
+  c.heads = heads;
+  c.kv_heads = kv_heads;
+  c.seq_q = seq_q;
+  c.seq_k = seq_k;
+  c.head_dim = head_dim;
+  c.dtype = dtype;
+  c.mask = mask;
+  c.mode = mode;
+  c.seed = std::uint64_t(seq_q * 1000003 + seq_k * 101 + head_dim);
+  c.validate();
+  return c;
+}
+
+Case decode_case(std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, std::int64_t seq_k,
+                 std::int64_t head_dim, DType dtype, Mask mask = Mask::none) {
+  return make_case(batch, heads, kv_heads, 1, seq_k, head_dim, dtype, mask, Mode::decode);
+}
+
+// Prefill shapes (naive and tiled). Big lengths go with few heads so the binary stays fast.
+std::vector<Case> prefill_cases() {
+  const Mask none = Mask::none, causal = Mask::causal;
+  return {
+      make_case(1, 1, 1, 1, 1, 8, DType::fp32, none),
+      make_case(1, 1, 1, 1, 1, 256, DType::fp16, causal),
+      make_case(2, 2, 2, 2, 2, 32, DType::fp32, causal),
+      make_case(1, 3, 3, 17, 17, 80, DType::fp16, causal),
+      make_case(2, 2, 1, 127, 127, 128, DType::bf16, none),       // MQA
+      make_case(1, 2, 2, 129, 129, 256, DType::fp32, causal),
+      make_case(1, 16, 2, 129, 129, 64, DType::fp32, causal),     // GQA 8:1
+      make_case(3, 2, 2, 129, 129, 8, DType::fp16, none),
+      make_case(1, 4, 4, 300, 300, 128, DType::fp32, none),
+      make_case(1, 2, 1, 1000, 1000, 64, DType::fp32, causal),    // MQA, many blocks
+      make_case(1, 1, 1, 1000, 1000, 128, DType::fp16, none),
+      make_case(1, 2, 2, 17, 129, 32, DType::fp32, causal),       // seq_q < seq_k
+      make_case(1, 2, 2, 127, 1000, 256, DType::fp16, causal),    // seq_q < seq_k
+      make_case(1, 1, 1, 2, 1000, 32, DType::fp32, causal),
+      make_case(1, 1, 1, 1, 1000, 64, DType::bf16, causal),       // one row, prefill
+      make_case(1, 2, 2, 129, 17, 80, DType::fp32, causal),       // seq_q > seq_k: 112 rows of zeros
+      make_case(1, 2, 1, 1000, 127, 8, DType::bf16, causal),      // seq_q > seq_k, MQA
+      make_case(2, 8, 1, 129, 257, 80, DType::bf16, causal),      // MQA, seq_q < seq_k
+      make_case(1, 8, 1, 257, 129, 128, DType::fp16, causal),     // GQA 8:1 (MQA), seq_q > seq_k
+  };
+}
+
+// Decode shapes (every implementation).
+std::vector<Case> decode_cases() {
+  return {
+      decode_case(1, 1, 1, 1, 8, DType::fp32),
+      decode_case(2, 4, 4, 2, 32, DType::fp16),
+      decode_case(1, 8, 1, 17, 80, DType::bf16),                 // MQA
+      decode_case(1, 2, 2, 129, 8, DType::bf16, Mask::causal),   // causal decode sees every key
+      decode_case(2, 16, 2, 1000, 128, DType::fp32),             // GQA 8:1
+      decode_case(3, 4, 4, 1000, 256, DType::fp16, Mask::causal),
+      decode_case(1, 4, 4, 4097, 64, DType::fp32),
+      decode_case(1, 4, 1, 8000, 128, DType::bf16),              // MQA, several splits
+  };
+}
+
+struct KernelCase {
+  std::string impl;
+  Factory make;
+  Case c;
+};
+
+std::vector<KernelCase> kernel_cases() {
+  std::vector<KernelCase> list;
+  for (const Named& impl : all_implementations()) {
+    const bool decode_only = impl.name == "decode" || impl.name == "decode_splitk";
+    if (!decode_only) {
+      for (const Case& c : prefill_cases()) list.push_back({impl.name, impl.make, c});
+    }
+    for (const Case& c : decode_cases()) list.push_back({impl.name, impl.make, c});
+  }
+  return list;
+}
+
+std::string test_name(const testing::TestParamInfo<KernelCase>& info) {
+  std::string name = info.param.impl + "_" + info.param.c.label();
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name + "_" + std::to_string(info.index);
+}
+
+// Beyond the checker's verdict: the error itself must be small for the dtype (an absolute bound on
+// outputs of magnitude ~1: a few units in the last place of the output dtype).
+double small_error(DType dtype) {
+  switch (dtype) {
+    case DType::fp32: return 1e-5;
+    case DType::fp16: return 4e-3;
+    case DType::bf16: return 3e-2;
+    case DType::fp8_e4m3: break;
+  }
+  return 0.0;
+}
+
+class CpuKernel : public testing::TestWithParam<KernelCase> {};
+
+TEST_P(CpuKernel, MatchesReference) {
+  const KernelCase& param = GetParam();
+  const std::unique_ptr<Implementation> impl = param.make();
+  ASSERT_EQ(impl->supports(param.c), "");
+  const std::unique_ptr<PreparedCase> prepared = impl->prepare(param.c);
+  prepared->timed_run();
+  const VerifyResult result = check_output(param.c, GeneratedInputs(param.c), prepared->output());
+  EXPECT_TRUE(result.passed) << impl->name() << " on " << param.c.label() << ": max_abs_diff "
+                             << result.max_abs_diff << ", tolerance " << result.tolerance << " " << result.note;
+  EXPECT_LE(result.max_abs_diff, small_error(param.c.dtype));
+  EXPECT_GT(result.rows_checked, 0);
+}
+
+TEST_P(CpuKernel, SecondRunGivesTheSameOutput) {
+  // Workspace is reused across calls and threads: a second run must not depend on the first.
+  const KernelCase& param = GetParam();
+  if (param.c.q_elements() > 200000) GTEST_SKIP() << "large case; covered by MatchesReference";
+  const std::unique_ptr<Implementation> impl = param.make();
+  const std::unique_ptr<PreparedCase> prepared = impl->prepare(param.c);
+  prepared->timed_run();
+  const HostTensor& out = prepared->output();
+  std::vector<float> first(std::size_t(out.elements()));
+  for (std::int64_t i = 0; i < out.elements(); ++i) first[std::size_t(i)] = out.get(i);
+  prepared->timed_run();
+  for (std::int64_t i = 0; i < out.elements(); ++i) ASSERT_EQ(out.get(i), first[std::size_t(i)]) << "element " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(OddShapes, CpuKernel, testing::ValuesIn(kernel_cases()), test_name);
+
+TEST(CpuKernelRows, RowsThatSeeNoKeyAreZeros) {
+  // seq_q > seq_k, causal: rows i < seq_q - seq_k see no key.
+  const Case c = make_case(1, 2, 2, 200, 50, 32, DType::fp32, Mask::causal);
+  for (const auto& make : {cpu::make_naive, cpu::make_tiled}) {
+    const std::unique_ptr<Implementation> impl = make();
+    const std::unique_ptr<PreparedCase> prepared = impl->prepare(c);
+    prepared->timed_run();
+    const HostTensor& out = prepared->output();
+    for (std::int64_t h = 0; h < c.heads; ++h) {
+      for (std::int64_t row = 0; row < c.seq_q - c.seq_k; ++row) {
+        for (double value : out.row(0, row, h)) ASSERT_EQ(value, 0.0) << impl->name() << " row " << row;
+      }
+      bool any_nonzero = false;
+      for (double value : out.row(0, c.seq_q - c.seq_k, h)) any_nonzero |= value != 0.0;
+      EXPECT_TRUE(any_nonzero) << impl->name() << ": the first row with a key has output";
+    }
+  }
+}
+
+TEST(CpuKernelSupports, DecodeImplementationsNeedDecodeMode) {
+  const Case prefill = make_case(1, 2, 2, 64, 64, 32, DType::fp32, Mask::none);
+  const Case one_row_prefill = make_case(1, 2, 2, 1, 64, 32, DType::fp32, Mask::none);
+  const Case decode = decode_case(1, 2, 2, 64, 32, DType::fp32);
+  for (const auto& make : {cpu::make_decode, cpu::make_decode_splitk}) {
+    const std::unique_ptr<Implementation> impl = make();
+    EXPECT_NE(impl->supports(prefill).find("--mode decode"), std::string::npos) << impl->name();
+    EXPECT_NE(impl->supports(one_row_prefill), "") << impl->name();
+    EXPECT_EQ(impl->supports(decode), "") << impl->name();
+  }
+  for (const auto& make : {cpu::make_naive, cpu::make_tiled}) {
+    const std::unique_ptr<Implementation> impl = make();
+    EXPECT_EQ(impl->supports(prefill), "") << impl->name();
+    EXPECT_EQ(impl->supports(decode), "") << impl->name();
+  }
+}
+
+TEST(CpuKernelSupports, NoCpuImplementationTakesFp8) {
+  Case prefill = make_case(1, 2, 2, 64, 64, 32, DType::fp32, Mask::none);
+  Case decode = decode_case(1, 2, 2, 64, 32, DType::fp32);
+  prefill.dtype = decode.dtype = DType::fp8_e4m3;
+  for (const Named& named : all_implementations()) {
+    const std::unique_ptr<Implementation> impl = named.make();
+    EXPECT_NE(impl->supports(prefill), "") << impl->name();
+    EXPECT_NE(impl->supports(decode), "") << impl->name();
+    EXPECT_EQ(impl->device(), "cpu");
+  }
+}
+
+TEST(CpuKernelSupports, NamesAreTheRegisteredOnes) {
+  EXPECT_EQ(cpu::make_naive()->name(), "cpu.naive");
+  EXPECT_EQ(cpu::make_tiled()->name(), "cpu.tiled");
+  EXPECT_EQ(cpu::make_decode()->name(), "cpu.decode");
+  EXPECT_EQ(cpu::make_decode_splitk()->name(), "cpu.decode-splitk");
+}
+
+// Peak memory of one run, inputs and output included, as the runner measures it.
+std::uint64_t measured_peak(const Implementation& impl, const Case& c) {
+  const std::uint64_t before = host_memory().current_bytes();
+  host_memory().reset_peaks();
+  {
+    const std::unique_ptr<PreparedCase> prepared = impl.prepare(c);
+    prepared->timed_run();
+  }
+  return host_memory().counters().peak_bytes - before;
+}
+
+TEST(CpuKernelMemory, NaiveGrowsQuadraticallyTiledLinearly) {
+  // The seed's table: the naive S and P are O(seq²), FlashAttention's workspace is O(1) per thread.
+  const std::unique_ptr<Implementation> naive = cpu::make_naive();
+  const std::unique_ptr<Implementation> tiled = cpu::make_tiled();
+  Case c = make_case(1, 8, 8, 4096, 4096, 64, DType::fp32, Mask::causal);
+  Case doubled = make_case(1, 8, 8, 8192, 8192, 64, DType::fp32, Mask::causal);
+  const double naive_ratio = double(naive->predicted_bytes(doubled)) / double(naive->predicted_bytes(c));
+  const double tiled_ratio = double(tiled->predicted_bytes(doubled)) / double(tiled->predicted_bytes(c));
+  EXPECT_GT(naive_ratio, 3.8);
+  EXPECT_LT(naive_ratio, 4.05);
+  EXPECT_LE(tiled_ratio, 2.2);
+  // S and P: 8 bytes per (batch, head, query row, key): the seed's 8.6 GB at batch 8, heads 32, seq 2048.
+  const Case seed_row = make_case(8, 32, 32, 2048, 2048, 128, DType::fp16, Mask::causal);
+  EXPECT_NEAR(double(naive->predicted_bytes(seed_row)) - seed_row.min_bytes(), 8.6e9, 0.1e9);
+
+  // Measured peaks agree with the predictions (small enough to run here).
+  for (std::int64_t seq : {1024, 2048}) {
+    const Case run = make_case(1, 4, 4, seq, seq, 64, DType::fp32, Mask::causal);
+    for (const Implementation* impl : {naive.get(), tiled.get()}) {
+      const double predicted = double(impl->predicted_bytes(run));
+      EXPECT_NEAR(double(measured_peak(*impl, run)), predicted, 0.02 * predicted) << impl->name() << " seq " << seq;
+    }
+  }
+  const Case small = make_case(1, 4, 4, 1024, 1024, 64, DType::fp32, Mask::causal);
+  const Case large = make_case(1, 4, 4, 2048, 2048, 64, DType::fp32, Mask::causal);
+  const double naive_measured = double(measured_peak(*naive, large)) / double(measured_peak(*naive, small));
+  const double tiled_measured = double(measured_peak(*tiled, large)) / double(measured_peak(*tiled, small));
+  EXPECT_GT(naive_measured, 3.5);
+  EXPECT_LT(naive_measured, 4.05);
+  EXPECT_LE(tiled_measured, 2.2);
+}
+
+TEST(CpuKernelMemory, PredictionsMatchMeasuredPeaksForEveryDtype) {
+  for (DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+    const Case prefill = make_case(2, 4, 2, 200, 300, 80, dtype, Mask::causal);
+    const Case decode = decode_case(2, 8, 2, 3000, 128, dtype);
+    for (const Named& named : all_implementations()) {
+      const std::unique_ptr<Implementation> impl = named.make();
+      for (const Case& c : {prefill, decode}) {
+        if (!impl->supports(c).empty()) continue;
+        EXPECT_EQ(measured_peak(*impl, c), impl->predicted_bytes(c)) << impl->name() << " " << c.label();
+      }
+    }
+  }
+}
+
+TEST(CpuKernelPrediction, TimesArePositiveAndNaiveIsSlowerUnderCausal) {
+  const MachineRates rates;
+  const Case c = make_case(1, 8, 8, 4096, 4096, 64, DType::fp32, Mask::causal);
+  const double naive = cpu::make_naive()->predicted_seconds(c, rates);
+  const double tiled = cpu::make_tiled()->predicted_seconds(c, rates);
+  EXPECT_GT(tiled, 0.0);
+  EXPECT_GT(naive, tiled);
+  const Case decode = decode_case(1, 32, 32, 32768, 128, DType::fp32);
+  EXPECT_GT(cpu::make_decode()->predicted_seconds(decode, rates), 0.0);
+  EXPECT_GT(cpu::make_decode_splitk()->predicted_seconds(decode, rates), 0.0);
+}
+
+}  // namespace
+}  // namespace faprobe
