@@ -74,6 +74,9 @@ CheckPlan plan_check(const Case& c, const CheckLimits& limits) {
   for (std::int64_t i = 0; i < spaced && std::int64_t(rows.size()) < wanted_rows; ++i) {
     add(i * (c.seq_q - 1) / (spaced - 1) - (i % 3));  // the - i%3 keeps rows off one residue class
   }
+  for (std::uint64_t draw = 0; std::int64_t(rows.size()) < wanted_rows; ++draw) {  // collisions: seeded fill
+    add(std::int64_t(mix64(c.seed * 104729 + draw) % std::uint64_t(c.seq_q)));
+  }
   plan.rows.assign(rows.begin(), rows.end());
   return plan;
 }

@@ -390,7 +390,8 @@ HostTensor read_npy(const std::string& path, std::string_view flag) {
 void check_attention_shapes(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor& o) {
   const std::string qs = shape_text(q), ks = shape_text(k), vs = shape_text(v), os = shape_text(o);
   if (ks != vs) {
-    throw UsageError(fmt::format("--k {} and --v {} must have the same shape (batch, seq_k, kv_heads, head_dim)", ks, vs));
+    throw UsageError(
+        fmt::format("--k {} and --v {} must have the same shape (batch, seq_k, kv_heads, head_dim)", ks, vs));
   }
   if (os != qs) {
     throw UsageError(fmt::format("--o {} must have the shape of --q {} (batch, seq_q, heads, head_dim)", os, qs));

@@ -172,7 +172,8 @@ TableCells table_cells(const Record& r) {
   if (const auto gflops = r.gflops()) cells.gflops = fmt::format("{:.1f}", *gflops);
   if (r.memory.peak_bytes) cells.peak = format_bytes(double(r.memory.peak_bytes));
   if (r.verify) {
-    cells.check = fmt::format("{} {:.1e}", r.verify->passed ? "pass" : "FAIL", r.verify->max_abs_diff);
+    cells.check = r.verify->passed ? fmt::format("pass {:.1e}", r.verify->max_abs_diff)
+                                   : fmt::format("FAIL: {}", r.verify->note);
   }
   if (r.status == Status::skipped || r.status == Status::unsupported || r.status == Status::failed) {
     cells.check = r.reason;

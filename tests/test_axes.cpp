@@ -1,1 +1,99 @@
+// Axes and configs: expansion into cases, flags overriding configs, and errors naming file, key, line.
+#include <fstream>
+
 #include <gtest/gtest.h>
+
+#include "axes.hpp"
+#include "errors.hpp"
+
+namespace faprobe {
+namespace {
+
+std::string usage_error(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+TEST(Axes, DefaultsGiveOneCaseForEveryImplementation) {
+  const Plan plan = make_plan(SettingsSource{});
+  ASSERT_EQ(plan.cases.size(), 1u);
+  EXPECT_EQ(plan.cases[0].seq_q, 1024);
+  EXPECT_EQ(plan.cases[0].kv_heads, plan.cases[0].heads);
+  EXPECT_GE(plan.impls.size(), 4u);
+}
+
+TEST(Axes, ProductInSweepOrderWithDecodeAndGqa) {
+  SettingsSource source;
+  source.set("seq", "256..1024", "--seq");
+  source.set("heads", "8", "--heads");
+  source.set("kv_heads", "8,2", "--kv-heads");
+  source.set("mode", "prefill,decode", "--mode");
+  source.set("impl", "cpu.tiled,cpu.naive", "--impl");
+  const Plan plan = make_plan(source);
+  ASSERT_EQ(plan.cases.size(), 12u);
+  EXPECT_EQ(plan.cases[0].seq_k, 256);  // seq varies fastest
+  EXPECT_EQ(plan.cases[1].seq_k, 512);
+  EXPECT_EQ(plan.cases[3].kv_heads, 2);
+  EXPECT_EQ(plan.cases[6].mode, Mode::decode);
+  EXPECT_EQ(plan.cases[6].seq_q, 1);
+  EXPECT_EQ(plan.impls, (std::vector<std::string>{"cpu.naive", "cpu.tiled"}));  // registry order
+}
+
+TEST(Axes, ConfigKeysAcceptNumbersArraysAndStringsAndFlagsOverride) {
+  SettingsSource source;
+  source.load_config_text(R"({"seq": [17, 129], "head-dim": 80, "dtype": "fp16,bf16", "mask": "causal",
+                              "min_samples": 3, "max_time": 2.5, "description": "test"})", "test.json");
+  source.set("dtype", "fp32", "--dtype");
+  const Plan plan = make_plan(source);
+  ASSERT_EQ(plan.cases.size(), 2u);
+  EXPECT_EQ(plan.cases[1].seq_k, 129);
+  EXPECT_EQ(plan.cases[0].head_dim, 80);
+  EXPECT_EQ(plan.cases[0].dtype, DType::fp32);
+  EXPECT_EQ(plan.measure.min_samples, 3);
+  EXPECT_DOUBLE_EQ(plan.measure.max_time_s, 2.5);
+}
+
+TEST(Axes, ErrorsNameTheFileKeyAndPosition) {
+  EXPECT_NE(usage_error([] { SettingsSource().load_config_text("{\"seq\": 512,\n  \"heads\": }", "bad.json"); })
+                .find("line 2, column"),
+            std::string::npos);
+  EXPECT_NE(usage_error([] { SettingsSource().load_config_text(R"({"sequence": 512})", "bad.json"); })
+                .find("unknown key \"sequence\""),
+            std::string::npos);
+  EXPECT_NE(usage_error([] { SettingsSource().load_config_text(R"({"seq": {"a": 1}})", "bad.json"); })
+                .find("bad.json: \"seq\""),
+            std::string::npos);
+  EXPECT_NE(usage_error([] { SettingsSource().load_config_text("[1, 2]", "bad.json"); }).find("JSON object"),
+            std::string::npos);
+  EXPECT_NE(usage_error([] { SettingsSource().load_config_file("no/such/file.json"); }).find("cannot open"),
+            std::string::npos);
+  auto plan_error = [](const std::string& key, const std::string& value) {
+    SettingsSource source;
+    source.set(key, value, "--" + key);
+    return usage_error([&] { make_plan(source); });
+  };
+  EXPECT_NE(plan_error("impl", "cpu.fast").find("unknown implementation 'cpu.fast' (allowed: cpu.naive"),
+            std::string::npos);
+  EXPECT_NE(plan_error("head_dim", "0").find("below the minimum"), std::string::npos);
+  EXPECT_NE(plan_error("kv_heads", "3").find("does not divide"), std::string::npos);
+  EXPECT_NE(plan_error("dtype", "fp64").find("allowed: fp32, fp16, bf16"), std::string::npos);
+  EXPECT_NE(plan_error("mask", "sliding").find("allowed: none, causal"), std::string::npos);
+  EXPECT_NE(plan_error("seq", "512..64").find("empty"), std::string::npos);
+  EXPECT_NE(plan_error("verify", "maybe").find("not a boolean"), std::string::npos);
+  EXPECT_NE(plan_error("mem_limit", "lots").find("not a size"), std::string::npos);
+}
+
+TEST(Axes, ShippedConfigsParse) {
+  for (const char* name : {"cpu-default", "ci-verify", "seed-table", "decode"}) {
+    SettingsSource source;
+    source.load_config_file(std::string(FAPROBE_SOURCE_DIR) + "/configs/" + name + ".json");
+    EXPECT_FALSE(make_plan(source).cases.empty()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace faprobe

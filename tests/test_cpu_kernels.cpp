@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,9 @@ struct KernelCase {
   Factory make;
   Case c;
 };
+
+// What gtest prints for a failing parameter (instead of the bytes of the struct).
+void PrintTo(const KernelCase& param, std::ostream* out) { *out << param.impl << " on " << param.c.label(); }
 
 std::vector<KernelCase> kernel_cases() {
   std::vector<KernelCase> list;

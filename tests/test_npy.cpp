@@ -443,7 +443,8 @@ TEST_F(NpyTest, MalformedHeaderDicts) {
 
 TEST_F(NpyTest, UnsupportedDtypeMessage) {
   const std::string file = path("q.npy");
-  write_bytes(file, hand_built("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }", std::string(8, '\0')));
+  write_bytes(file, hand_built("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }",
+                               std::string(8, '\0')));
   EXPECT_EQ(error_of(file, "--q"),
             "--q " + file + ": dtype '<f8' is not supported (allowed: float32 '<f4', float16 '<f2')");
   write_bytes(file, hand_built("{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (1, 1, 1, 1), }",

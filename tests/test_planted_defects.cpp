@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,8 @@ std::vector<Planted> planted() {
        planted_case(1, 5000, Mask::none, Mode::decode), planted_case(1, 300, Mask::none, Mode::decode)},
   };
 }
+
+void PrintTo(const Planted& param, std::ostream* out) { *out << param.label; }
 
 class PlantedDefects : public testing::TestWithParam<Planted> {};
 

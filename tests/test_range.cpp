@@ -1,1 +1,64 @@
+// The range grammar of DESIGN.md and its errors.
 #include <gtest/gtest.h>
+
+#include "errors.hpp"
+#include "range.hpp"
+
+namespace faprobe {
+namespace {
+
+using Values = std::vector<std::int64_t>;
+
+TEST(Range, ListsRangesStepsAndSuffixes) {
+  EXPECT_EQ(parse_integer_list("1,17,4097", "--seq"), (Values{1, 17, 4097}));
+  EXPECT_EQ(parse_integer_list("512..4096", "--seq"), (Values{512, 1024, 2048, 4096}));
+  EXPECT_EQ(parse_integer_list("512..65536:*4", "--seq"), (Values{512, 2048, 8192, 32768}));
+  EXPECT_EQ(parse_integer_list("1024..4096:+1024", "--seq"), (Values{1024, 2048, 3072, 4096}));
+  EXPECT_EQ(parse_integer_list("1k..4k", "--seq"), (Values{1024, 2048, 4096}));
+  EXPECT_EQ(parse_integer_list("1m", "--seq"), (Values{1048576}));
+  EXPECT_EQ(parse_integer_list("1, 17, 512..2048, 17", "--seq"), (Values{1, 17, 512, 1024, 2048}));
+  EXPECT_EQ(parse_integer_list("100..1000", "--seq"), (Values{100, 200, 400, 800}));  // stops below the end
+  EXPECT_EQ(parse_integer_list("7..7", "--seq"), (Values{7}));
+}
+
+void expect_error(const std::string& text, const std::string& fragment) {
+  try {
+    parse_integer_list(text, "--seq");
+    FAIL() << "'" << text << "' was accepted";
+  } catch (const UsageError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("--seq"), std::string::npos) << message;
+    EXPECT_NE(message.find(fragment), std::string::npos) << message;
+  }
+}
+
+TEST(Range, ErrorsNameTheFlagAndTheProblem) {
+  expect_error("512..64", "empty");
+  expect_error("", "empty");
+  expect_error("1,,2", "empty item");
+  expect_error("abc", "not an integer");
+  expect_error("12x", "not an integer");
+  expect_error("0", "below the minimum");
+  expect_error("-5", "below the minimum");
+  expect_error("99999999999999999999", "too large");
+  expect_error("9000000000000000k", "too large");
+  expect_error("512..4096:*1", "below the minimum");
+  expect_error("512..4096:+0", "below the minimum");
+  expect_error("512..4096:/2", "must be *FACTOR or +STEP");
+}
+
+TEST(Range, SizesAndNumbers) {
+  EXPECT_EQ(parse_size("20GiB", "--mem-limit"), 20ull << 30);
+  EXPECT_EQ(parse_size("512MB", "--mem-limit"), 512000000ull);
+  EXPECT_EQ(parse_size("1.5GB", "--mem-limit"), 1500000000ull);
+  EXPECT_EQ(parse_size("4096", "--mem-limit"), 4096ull);
+  EXPECT_THROW(parse_size("20 furlongs", "--mem-limit"), UsageError);
+  EXPECT_THROW(parse_size("0", "--mem-limit"), UsageError);
+  EXPECT_DOUBLE_EQ(parse_number("0.5", "--max-noise", 0, 100), 0.5);
+  EXPECT_THROW(parse_number("150", "--max-noise", 0, 100), UsageError);
+  EXPECT_THROW(parse_number("nan", "--max-noise", 0, 100), UsageError);
+  EXPECT_EQ(format_bytes(137.4e9), "137.4 GB");
+}
+
+}  // namespace
+}  // namespace faprobe

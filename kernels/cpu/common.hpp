@@ -3,6 +3,7 @@
 // them is a row-major matrix with an outer stride), fp32 matrices over workspace memory, and the bytes of
 // the tensors every implementation holds.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include <Eigen/Core>
@@ -43,6 +44,31 @@ inline MatrixMap matrix_at(float* data, std::int64_t rows, std::int64_t cols) {
 // Bytes of Q, K, V and O (registry.hpp's io_bytes(), which lives in faprobe_core; the kernels library is
 // linked without it by the kernel tests).
 inline std::uint64_t io_tensor_bytes(const Case& c) { return std::uint64_t(c.min_bytes()); }
+
+// scores = scale · q · kᵀ for (rows × head_dim) q and (cols × head_dim) k, with the head_dim sum taken in
+// pieces of kDotPiece that are added afterwards. Eigen's GEMM accumulates every score serially over the
+// whole head_dim, and that rounding error grows about linearly with the length: at head_dim 256 it is 3–4×
+// that of a blocked dot product and sat right at the fp32 tolerance. Pieces of 64 halve it, for one extra
+// pass over the tile per piece beyond the first; head_dim ≤ 64 is a single product. `partial` holds
+// rows × cols floats (unused when head_dim ≤ kDotPiece).
+constexpr std::int64_t kDotPiece = 64;
+
+template <class Q, class K>
+void score_product(MatrixMap scores, const Eigen::MatrixBase<Q>& q, const Eigen::MatrixBase<K>& k, float scale,
+                   float* partial) {
+  const Eigen::Index head_dim = q.cols(), piece = Eigen::Index(kDotPiece);
+  if (head_dim <= piece) {
+    scores.noalias() = scale * q * k.transpose();
+    return;
+  }
+  scores.noalias() = scale * q.leftCols(piece) * k.leftCols(piece).transpose();
+  MatrixMap part(partial, scores.rows(), scores.cols());
+  for (Eigen::Index c0 = piece; c0 < head_dim; c0 += piece) {
+    const Eigen::Index width = std::min(piece, head_dim - c0);
+    part.noalias() = scale * q.middleCols(c0, width) * k.middleCols(c0, width).transpose();
+    scores += part;
+  }
+}
 
 // Floats rounded up to a whole number of 64-byte cache lines, so that buffers carved out of one workspace
 // stay aligned and threads never share a line.

@@ -6,13 +6,15 @@
 // softmax over all rows), and each step finishes before the next starts, as three separate GPU kernels
 // would. The whole (batch, heads, seq_q, seq_k) fp32 S and a separate fp32 P are two workspace allocations;
 // masked blocks are computed and then overwritten with -inf, never skipped. fp16/bf16 heads are converted to
-// fp32 in a per-thread buffer first (Q and K for S; V and the output rows for O).
+// fp32 in a per-thread buffer first (Q and K for S; V and the output rows for O). For head_dim > 64 the
+// scores are summed over head_dim in pieces of 64 (score_product, for fp32 accuracy), 64 query rows at a time.
 //
 // Napkin math (batch 1, heads 8, head_dim 64, seq 4096, causal, fp32):
 //   FLOPs      4·b·h·seq_q·seq_k·d = 34.4 GFLOP, the full square (twice the 17.2 GFLOP causal work) + 134 M exps.
 //   Bytes      S written and read, P written and read: 16·b·h·seq_q·seq_k = 2.1 GB, plus Q, K, V, O (32 MiB).
 //   Workspace  S and P: 8·b·h·seq_q·seq_k = 1.07 GB (the seed's table: 8.6 GB at batch 8, heads 32, seq 2048),
-//              plus threads·(seq_q + seq_k)·d·4 B of conversion buffers for fp16/bf16.
+//              plus threads·(seq_q + seq_k)·d·4 B of conversion buffers for fp16/bf16, and for head_dim > 64
+//              threads·64·seq_k·4 B of partial scores.
 //   Bound      the GEMMs run near the GEMM rate (~2 s of them on 2 cores) and S/P traffic adds ~0.2 s at
 //              ~10 GB/s: compute bound, with twice the necessary work under causal.
 #include <algorithm>
@@ -30,6 +32,10 @@
 namespace faprobe::cpu {
 namespace {
 
+// Query rows whose scores are computed together when head_dim > kDotPiece (the head_dim sum is then taken
+// in pieces, see score_product, and one piece of these rows' scores needs a buffer of kPartialRows·seq_k).
+constexpr std::int64_t kPartialRows = 64;
+
 struct NaivePlan {
   std::int64_t threads = 0;
   bool convert = false;  // fp16/bf16: each head is converted to fp32 in a per-thread buffer
@@ -37,10 +43,15 @@ struct NaivePlan {
   static std::uint64_t score_elements(const Case& c) {
     return std::uint64_t(c.batch) * std::uint64_t(c.heads) * std::uint64_t(c.seq_q) * std::uint64_t(c.seq_k);
   }
-  // Per thread: Q and K of one head for S, then V and the output rows for O (the same buffer).
-  std::int64_t per_thread_floats(const Case& c) const {
+  std::int64_t convert_floats(const Case& c) const {
     return convert ? cache_line_floats((c.seq_q + c.seq_k) * c.head_dim) : 0;
   }
+  std::int64_t partial_floats(const Case& c) const {
+    return c.head_dim > kDotPiece ? cache_line_floats(std::min(kPartialRows, c.seq_q) * c.seq_k) : 0;
+  }
+  // Per thread: Q and K of one head for S, then V and the output rows for O (the same buffer), and the
+  // partial scores.
+  std::int64_t per_thread_floats(const Case& c) const { return convert_floats(c) + partial_floats(c); }
   std::uint64_t workspace_bytes(const Case& c) const {
     return 2 * score_elements(c) * sizeof(float) +
            std::uint64_t(threads) * std::uint64_t(per_thread_floats(c)) * sizeof(float);
@@ -64,18 +75,28 @@ template <class T, PlantedDefect Defect> void naive_forward(const ForwardArgs& a
 #pragma omp parallel for schedule(dynamic) num_threads(int(plan.threads))
   for (std::int64_t bh = 0; bh < heads_total; ++bh) {
     const std::int64_t b = bh / c.heads, head = bh % c.heads, kv_head = c.kv_head_of(head);
-    MatrixMap s = matrix_at(scores.data() + bh * head_scores, c.seq_q, c.seq_k);
+    float* buffer = convert.data() + omp_get_thread_num() * per_thread;
+    float* partial = buffer + plan.convert_floats(c);
+    float* s_data = scores.data() + bh * head_scores;
+    // One product for the whole head, or row blocks when the head_dim sum is taken in pieces.
+    const std::int64_t row_block = head_dim > kDotPiece ? kPartialRows : c.seq_q;
+    auto score_rows = [&](const auto& q, const auto& k) {
+      for (std::int64_t i0 = 0; i0 < c.seq_q; i0 += row_block) {
+        const std::int64_t rows = std::min(row_block, c.seq_q - i0);
+        score_product(matrix_at(s_data + i0 * c.seq_k, rows, c.seq_k), q.middleRows(Eigen::Index(i0), Eigen::Index(rows)),
+                      k, scale, partial);
+      }
+    };
     if constexpr (std::is_same_v<T, float>) {
-      s.noalias() = scale * head_rows<float>(args.q, b, 0, c.seq_q, head) *
-                    head_rows<float>(args.k, b, 0, c.seq_k, kv_head).transpose();
+      score_rows(head_rows<float>(args.q, b, 0, c.seq_q, head), head_rows<float>(args.k, b, 0, c.seq_k, kv_head));
     } else {
-      float* buffer = convert.data() + omp_get_thread_num() * per_thread;
       MatrixMap q = matrix_at(buffer, c.seq_q, head_dim);
       MatrixMap k = matrix_at(buffer + c.seq_q * head_dim, c.seq_k, head_dim);
       q = head_rows<T>(args.q, b, 0, c.seq_q, head).template cast<float>();
       k = head_rows<T>(args.k, b, 0, c.seq_k, kv_head).template cast<float>();
-      s.noalias() = scale * q * k.transpose();
+      score_rows(q, k);
     }
+    MatrixMap s = matrix_at(s_data, c.seq_q, c.seq_k);
     if (c.causal()) {
       for (std::int64_t i = 0; i < c.seq_q; ++i) {
         const std::int64_t seen = planted_visible_keys<Defect>(c, i);

@@ -50,8 +50,9 @@ struct TiledPlan {
     return convert_kv ? cache_line_floats(block_k * head_dim) : 0;
   }
   std::int64_t score_floats() const { return cache_line_floats(block_q * block_k); }
+  std::int64_t partial_floats(std::int64_t head_dim) const { return head_dim > kDotPiece ? score_floats() : 0; }
   std::int64_t per_thread_floats(std::int64_t head_dim) const {
-    return 2 * q_tile_floats(head_dim) + 2 * kv_tile_floats(head_dim) + score_floats();
+    return 2 * q_tile_floats(head_dim) + 2 * kv_tile_floats(head_dim) + score_floats() + partial_floats(head_dim);
   }
   std::uint64_t workspace_bytes(std::int64_t head_dim) const {
     return std::uint64_t(threads) * (std::uint64_t(per_thread_floats(head_dim)) * sizeof(float) +
@@ -96,6 +97,7 @@ void attend_query_block(const ForwardArgs& args, const TiledPlan& plan, std::int
   float* scores_data = acc_data + plan.q_tile_floats(head_dim);
   float* k_data = scores_data + plan.score_floats();
   float* v_data = k_data + plan.kv_tile_floats(head_dim);
+  float* partial_data = v_data + plan.kv_tile_floats(head_dim);
 
   MatrixMap q_tile = matrix_at(q_data, rows, head_dim);
   q_tile.noalias() = head_rows<T>(args.q, b, q0, rows, head).template cast<float>() * float(c.scale());
@@ -109,11 +111,11 @@ void attend_query_block(const ForwardArgs& args, const TiledPlan& plan, std::int
 
     // S = Q·Kᵀ (the softmax scale is already in Q)
     if constexpr (std::is_same_v<T, float>) {
-      scores.noalias() = q_tile * head_rows<float>(args.k, b, k0, cols, kv_head).transpose();
+      score_product(scores, q_tile, head_rows<float>(args.k, b, k0, cols, kv_head), 1.0f, partial_data);
     } else {
       MatrixMap k_tile = matrix_at(k_data, cols, head_dim);
       k_tile = head_rows<T>(args.k, b, k0, cols, kv_head).template cast<float>();
-      scores.noalias() = q_tile * k_tile.transpose();
+      score_product(scores, q_tile, k_tile, 1.0f, partial_data);
     }
 
     // Causal mask, only on a block that crosses the diagonal: keys a row does not see become -inf.

@@ -1,0 +1,654 @@
+#!/usr/bin/env python3
+"""Plot a faprobe sweep: peak memory, median time and GFLOP/s against sequence length.
+
+Usage: scripts/plot.py RESULTS [--out-dir DIR] [--prefix NAME]
+
+RESULTS is a `faprobe sweep --json FILE` document (records plus the run's metadata: host, devices,
+command, version, time) or an `--out FILE.jsonl` file (one record per line, schema "faprobe/1").
+Three PNGs are written to DIR (default: the directory of RESULTS), named NAME + memory.png,
+NAME + time.png and NAME + gflops.png (default NAME: the file name of RESULTS without its extension,
+plus "-": results/h200.json -> results/h200-memory.png).
+
+  memory  peak memory vs seq_k, log-log, one line per implementation: measured peak for cases that
+          ran, the predicted peak of skipped cases as hollow markers on a dashed line, and O(S), O(S^2)
+          guide slopes anchored at the first measured point.
+  time    median time vs seq, log-log, error bars from the first to the third quartile.
+  gflops  GFLOP/s vs seq, log x (log y too when implementations differ by more than 100x).
+
+When records span several shapes (batch, heads, head_dim, dtype, mask, mode, ... differ), each shape gets
+its own line with a compact label, or its own panel when there would be too many lines.
+
+Needs Python 3 with matplotlib and numpy only; on Debian: apt-get install python3-matplotlib
+python3-numpy, and run it with the system interpreter (/usr/bin/python3 scripts/plot.py ...) if the
+python3 first on PATH lacks them. Exit status: 0 plots written; 2 missing or malformed input (one line on
+stderr naming the file, and the line for JSONL).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+SCHEMA = "faprobe/1"
+STATUSES = ("ok", "mismatch", "skipped", "unsupported", "failed")
+MEASURED = ("ok", "mismatch")  # statuses whose record carries measurements
+SAME = "="  # stands for seq_q == seq_k in a line's identity
+
+# Case fields in the order labels show them; fields not listed (added later) follow alphabetically.
+AXIS_ORDER = ("seq_q", "seq_k", "batch", "heads", "kv_heads", "head_dim", "dtype", "mask", "mode", "seed")
+
+
+class InputError(Exception):
+    """Missing or malformed input: reported in one line, exit status 2."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading
+
+
+def check_record(record, where):
+    if not isinstance(record, dict):
+        raise InputError(f"{where}: a record must be a JSON object")
+    if not isinstance(record.get("impl"), str) or not record["impl"]:
+        raise InputError(f"{where}: record has no 'impl' name")
+    case = record.get("case")
+    if not isinstance(case, dict):
+        raise InputError(f"{where}: record has no 'case' object")
+    for axis in ("seq_q", "seq_k"):
+        value = case.get(axis)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InputError(f"{where}: case.{axis} must be a positive integer, got {json.dumps(value)}")
+    if record.get("status") not in STATUSES:
+        raise InputError(
+            f"{where}: status {json.dumps(record.get('status'))} is not one of {', '.join(STATUSES)}")
+    return record
+
+
+def load_results(path):
+    """Returns (records, metadata) from a --json document or an --out JSONL file."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file")
+    except OSError as error:
+        raise InputError(f"{path}: cannot read ({error.strerror or error})")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file (expected faprobe JSON or JSONL)")
+    if not text.strip():
+        raise InputError(f"{path}: empty file, no records")
+
+    lines = text.splitlines()
+    first = next(line.strip() for line in lines if line.strip())
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        if first == "{" or first.startswith('{"schema"') or first.startswith("["):
+            # A pretty-printed (--json) document: its own line numbers are the helpful ones.
+            raise InputError(f"{path}:{error.lineno}: malformed JSON document ({error.msg})")
+        document = None
+
+    if isinstance(document, dict) and "records" in document:
+        schema = document.get("schema")
+        if not isinstance(schema, str) or schema.split("/")[0] != "faprobe":
+            raise InputError(f"{path}: schema {json.dumps(schema)} is not a faprobe result (expected {SCHEMA})")
+        if schema != SCHEMA:
+            print(f"plot.py: {path}: schema {schema}, this script reads {SCHEMA}; trying anyway", file=sys.stderr)
+        if not isinstance(document["records"], list):
+            raise InputError(f"{path}: 'records' is not a list")
+        records = [check_record(r, f"{path}: record {i + 1}") for i, r in enumerate(document["records"])]
+        metadata = {k: v for k, v in document.items() if k != "records"}
+        return records, metadata
+    if document is not None and not (isinstance(document, dict) and "schema" not in document):
+        raise InputError(f"{path}: a JSON document without 'records' (expected a faprobe --json or --out file)")
+
+    # JSONL: one record per line. Like faprobe's own reader, a last line cut short by a kill is dropped.
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            if number == len(lines) and not line.rstrip().endswith("}"):
+                print(f"plot.py: {path}:{number}: ignoring a last line cut short", file=sys.stderr)
+                break
+            raise InputError(f"{path}:{number}: not valid JSON ({error.msg}, column {error.colno})")
+        records.append(check_record(record, f"{path}:{number}"))
+    return records, {}
+
+
+def number(mapping, key):
+    """A finite float from mapping[key], or None (absent, null, not a number)."""
+    if not isinstance(mapping, dict):
+        return None
+    value = mapping.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Formatting
+
+
+def fmt_seq(value):
+    """Sequence lengths as the CLI writes them: 512, 1k, 1.5k, 64k, 1m (k = 1024)."""
+    if value <= 0:
+        return ""
+    for scale, suffix in ((1 << 20, "m"), (1 << 10, "k")):
+        if value >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def fmt_bytes(value):
+    if value <= 0:
+        return "0 B"
+    for scale, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.3g} B"
+
+
+def fmt_seconds(value):
+    if value <= 0:
+        return "0"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"
+
+
+def fmt_count(value):
+    return fmt_seq(value) if isinstance(value, int) and value >= 1024 and value % 256 == 0 else str(value)
+
+
+def axis_parts(items, shown):
+    """Short text for the (axis, value) pairs of a line's identity whose axis is in `shown`."""
+    values = dict(items)
+    names = [n for n in AXIS_ORDER if n in values] + sorted(n for n in values if n not in AXIS_ORDER)
+    parts = []
+    for name in names:
+        value = values[name]
+        if name not in shown:
+            continue
+        if name == "heads":
+            # GQA reads "h8 kv2"; MHA, where both vary together, just "h8".
+            kv = values.get("kv_heads")
+            parts.append(f"h{value}" + (f" kv{kv}" if "kv_heads" in shown and kv != value else ""))
+        elif name == "kv_heads":
+            if "heads" not in shown:
+                parts.append(f"kv{value}")
+        elif name == "batch":
+            parts.append(f"b{value}")
+        elif name == "head_dim":
+            parts.append(f"d{value}")
+        elif name == "seq_q":
+            parts.append("sq=sk" if value == SAME else f"sq {fmt_count(value)}")
+        elif name == "seq_k":
+            parts.append(f"sk {fmt_count(value)}")
+        elif name == "mask":
+            parts.append({"none": "no mask"}.get(value, str(value)))
+        elif name in ("dtype", "mode"):
+            parts.append(str(value))
+        elif name == "seed":
+            parts.append(f"seed {value}")
+        else:
+            parts.append(f"{name}={value}")
+    return parts
+
+
+def describe_machine(metadata, records):
+    """"AMD EPYC 9654 (16 cores, 135 GB) · NVIDIA H200" from the --json metadata, else the records' devices."""
+    parts = []
+    host = metadata.get("host")
+    if isinstance(host, dict):
+        model = host.get("cpu_model") or host.get("model") or host.get("name")
+        extra = []
+        if isinstance(host.get("cores"), int):
+            extra.append(f"{host['cores']} cores")
+        memory = number(host, "memory_total_bytes")
+        if memory:
+            extra.append(fmt_bytes(memory))
+        if model:
+            parts.append(str(model).strip() + (f" ({', '.join(extra)})" if extra else ""))
+    elif isinstance(host, str) and host:
+        parts.append(host)
+    devices = metadata.get("devices")
+    names = []
+    if isinstance(devices, list):
+        names = [str(d.get("name")) for d in devices if isinstance(d, dict) and d.get("name")]
+    if not names and not parts:
+        names = sorted({str(r.get("device")) for r in records if r.get("device") not in (None, "", "cpu")})
+    parts.extend(dict.fromkeys(names))  # unique, in order
+    return " · ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Series: one line per (implementation, every case axis but the one on x)
+
+
+class Series:
+    def __init__(self, impl, identity, order):
+        self.impl = impl
+        self.identity = identity  # tuple of (axis, value) pairs
+        self.order = order  # where its first record is in the input
+        self.records = []  # (x, record), sorted by x
+
+    def points(self, statuses, value):
+        """(x, y, record) for records with one of `statuses` whose value(record) is positive."""
+        out = []
+        for x, record in self.records:
+            if record["status"] in statuses:
+                y = value(record)
+                if y is not None and y > 0:
+                    out.append((x, y, record))
+        return out
+
+
+def hashable(value):
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+
+
+def build_series(records):
+    """Returns (series list, x axis name, axes that vary between lines)."""
+    # A rerun appended to the same JSONL repeats a case: the last record of an (impl, case) wins.
+    latest = {}
+    for record in records:
+        latest[(record["impl"], json.dumps(record["case"], sort_keys=True))] = record
+    records = [r for r in latest.values() if r["status"] not in ("unsupported", "failed")]
+
+    seq_k = {r["case"]["seq_k"] for r in records}
+    seq_q = {r["case"]["seq_q"] for r in records}
+    x_axis = "seq_q" if len(seq_k) == 1 and len(seq_q) > 1 else "seq_k"
+
+    series = {}
+    for index, record in enumerate(records):
+        case = record["case"]
+        identity = []
+        for name, value in case.items():
+            if name == x_axis:
+                continue
+            if name == "seq_q" and value == case["seq_k"]:
+                value = SAME
+            identity.append((name, hashable(value)))
+        identity = tuple(sorted(identity))
+        key = (record["impl"], identity)
+        if key not in series:
+            series[key] = Series(record["impl"], identity, index)
+        series[key].records.append((case[x_axis], record))
+    for line in series.values():
+        line.records.sort(key=lambda pair: pair[0])
+
+    # An axis varies when lines disagree on it, or when some lines lack it (a field newer files add).
+    values = {}
+    for line in series.values():
+        for name, value in line.identity:
+            values.setdefault(name, set()).add(value)
+    varying = {name for name, seen in values.items()
+               if len(seen) > 1 or any(name not in dict(s.identity) for s in series.values())}
+    # Implementations alphabetically (stable colours); shapes in the order the sweep ran them.
+    first_seen = {}
+    for line in sorted(series.values(), key=lambda s: s.order):
+        first_seen.setdefault(line.identity, len(first_seen))
+    ordered = sorted(series.values(), key=lambda s: (s.impl, first_seen[s.identity]))
+    return ordered, x_axis, varying
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Drawing
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+
+
+class Plotter:
+    def __init__(self, plt, ticker, line2d, records, metadata, source):
+        self.plt, self.ticker, self.Line2D = plt, ticker, line2d
+        self.metadata = metadata
+        self.series, self.x_axis, self.varying = build_series(records)
+        self.impls = sorted({s.impl for s in self.series})
+        self.shapes = list(dict.fromkeys(s.identity for s in sorted(self.series, key=lambda s: s.order)))
+        # Panels: one per shape when one axes would hold too many lines, else one panel.
+        self.facet = len(self.shapes) > 1 and len(self.impls) * len(self.shapes) > 8
+        palette = plt.get_cmap("tab10").colors + plt.get_cmap("Dark2").colors
+        color_keys = self.impls if len(self.impls) > 1 or self.facet else self.shapes
+        self.colors = {key: palette[i % len(palette)] for i, key in enumerate(color_keys)}
+        self.machine = describe_machine(metadata, records)
+        all_names = {name for s in self.series for name, _ in s.identity}
+        constant = all_names - self.varying - {"seed"}
+        if all(dict(s.identity).get("seq_q") == SAME for s in self.series):
+            constant.discard("seq_q")  # the x label says seq_q = seq_k
+        self.constant_text = " · ".join(axis_parts(self.series[0].identity, constant)) if self.series else ""
+
+        if self.x_axis == "seq_k":
+            everywhere_same = all(dict(s.identity).get("seq_q") == SAME for s in self.series)
+            self.x_label = "sequence length S = seq_q = seq_k" if everywhere_same else "key length S = seq_k"
+        else:
+            self.x_label = "query length S = seq_q"
+
+        footer = [os.path.basename(source)]
+        if metadata.get("version"):
+            revision = metadata.get("git_revision")
+            known = revision not in (None, "", "unknown")
+            footer.append(f"faprobe {metadata['version']}" + (f" ({revision})" if known else ""))
+        if metadata.get("time"):
+            footer.append(str(metadata["time"]))
+        counts = {}
+        for record in records:
+            if record["status"] in ("unsupported", "failed"):
+                counts[record["status"]] = counts.get(record["status"], 0) + 1
+        if counts:
+            footer.append("not plotted: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+        self.footer = " · ".join(footer)
+
+    # -- figure scaffolding ------------------------------------------------------------------------------
+
+    def style(self, line):
+        if len(self.impls) > 1 or self.facet:
+            color = self.colors[line.impl]
+            marker = "o" if self.facet else MARKERS[self.shapes.index(line.identity) % len(MARKERS)]
+        else:
+            color = self.colors[line.identity]
+            marker = "o"
+        return color, marker
+
+    def label(self, line):
+        if self.facet:
+            return line.impl
+        shape = " ".join(axis_parts(line.identity, self.varying))
+        return f"{line.impl} · {shape}" if shape else line.impl
+
+    def figure(self, title):
+        plt = self.plt
+        panels = self.shapes if self.facet else [None]
+        if self.facet:
+            columns = 2 if len(panels) == 4 else min(3, len(panels))
+            rows = math.ceil(len(panels) / columns)
+            fig, grid = plt.subplots(rows, columns, figsize=(4.3 * columns + 1.0, 3.4 * rows + 1.2),
+                                     sharex=True, sharey=True, squeeze=False, layout="constrained")
+            axes = list(grid.flat)
+            for ax in axes[len(panels):]:
+                ax.set_visible(False)
+            for ax, shape in zip(axes, panels):
+                ax.set_title(" ".join(axis_parts(shape, self.varying)), fontsize=9)
+            axes = axes[:len(panels)]
+        else:
+            fig, ax = plt.subplots(figsize=(10, 5.8), layout="constrained")
+            axes = [ax]
+        heading = [f"faprobe: {title}"]
+        detail = " · ".join(t for t in (self.machine, self.constant_text) if t)
+        if detail:
+            heading.append(detail)
+        fig.suptitle("\n".join(heading), fontsize=11)
+        fig.text(0.0, -0.01, self.footer, fontsize=7, color="0.45", ha="left", va="top")
+        return fig, dict(zip(panels, axes))
+
+    def panel_of(self, panels, line):
+        return panels[line.identity] if self.facet else panels[None]
+
+    def finish(self, fig, panels, y_label, y_values, x_values, y_format, log_y=True, note=None, extra_handles=()):
+        ticker = self.ticker
+        axes = list(panels.values())
+        x_values = sorted(set(x_values))
+        if not y_values:
+            for ax in axes:
+                ax.text(0.5, 0.5, "no records to plot", ha="center", va="center", transform=ax.transAxes,
+                        color="0.4")
+                ax.set_xticks([])
+                ax.set_yticks([])
+            return
+        # Explicit limits, so that guide lines and shared panels never stretch the view.
+        lo_x, hi_x = x_values[0], x_values[-1]
+        for ax in axes:
+            ax.set_xscale("log", base=2)
+            ax.set_xlim(lo_x / 1.25, hi_x * 1.25)
+            ticks = x_values
+            if len(ticks) > 10:
+                powers = [2.0 ** p for p in range(math.floor(math.log2(lo_x)), math.ceil(math.log2(hi_x)) + 1)]
+                ticks = powers[::math.ceil(len(powers) / 10)]
+            ax.xaxis.set_major_locator(ticker.FixedLocator(ticks))
+            ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: fmt_seq(v)))
+            ax.xaxis.set_minor_locator(ticker.NullLocator())
+            ax.grid(True, which="major", color="0.88", linewidth=0.8)
+            ax.set_axisbelow(True)
+        lo_y, hi_y = min(y_values), max(y_values)
+        if log_y:
+            lo_y, hi_y = lo_y / 1.6, hi_y * 1.6
+            decades = math.log10(hi_y / lo_y)
+            for ax in axes:
+                ax.set_yscale("log")
+                ax.set_ylim(lo_y, hi_y)
+                # Labelled ticks: every decade on a tall axis, 1-2-5 on a short one, denser on a tiny one.
+                if decades > 3.2:
+                    subs = (1.0,)
+                elif decades > 0.8:
+                    subs = (1.0, 2.0, 5.0)
+                else:
+                    subs = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
+                ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+                minor = ticker.LogLocator(base=10, subs="all") if decades < 6 else ticker.NullLocator()
+                ax.yaxis.set_minor_locator(minor)
+                ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: y_format(v)))
+                ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+                ax.grid(True, which="minor", axis="y", color="0.95", linewidth=0.5)
+        else:
+            for ax in axes:
+                ax.set_ylim(0, hi_y * 1.1)
+                ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: y_format(v)))
+        # Axis labels on the outer panels only: the lowest panel of each column, the first column.
+        columns = axes[0].get_subplotspec().get_gridspec().ncols
+        for index, ax in enumerate(axes):
+            if index + columns >= len(axes):
+                ax.set_xlabel(self.x_label)
+                ax.tick_params(labelbottom=True)
+            if index % columns == 0:
+                ax.set_ylabel(y_label)
+        handles, labels = [], []
+        for ax in axes:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                if label not in labels:
+                    handles.append(handle)
+                    labels.append(label)
+        for handle in extra_handles:
+            handles.append(handle)
+            labels.append(handle.get_label())
+        if handles:
+            fig.legend(handles, labels, loc="upper left",
+                       bbox_to_anchor=(1.0, 0.93), fontsize=8, frameon=False)
+        if note:
+            fig.text(1.0, -0.01, note, fontsize=7, color="0.45", ha="right", va="top")
+
+    def save(self, fig, path):
+        fig.savefig(path, dpi=130, bbox_inches="tight", pad_inches=0.15)
+        self.plt.close(fig)
+
+    def mismatch_handle(self, any_mismatch):
+        if not any_mismatch:
+            return []
+        return [self.Line2D([], [], color="red", marker="x", linestyle="none", markersize=8,
+                                label="mismatch (output wrong)")]
+
+    def mark_mismatches(self, ax, points):
+        bad = [(x, y) for x, y, record in points if record["status"] == "mismatch"]
+        if bad:
+            ax.plot(*zip(*bad), linestyle="none", marker="x", color="red", markersize=9, markeredgewidth=1.8,
+                    zorder=6)
+        return bool(bad)
+
+    # -- the three plots ---------------------------------------------------------------------------------
+
+    def memory(self, path):
+        fig, panels = self.figure("peak memory vs sequence length")
+        peak = lambda r: number(r.get("memory"), "peak_bytes")
+        predicted = lambda r: number(r.get("memory"), "predicted_bytes")
+        xs, ys, any_mismatch, any_predicted = [], [], False, False
+        anchors = {}  # panel -> first measured point
+        for line in self.series:
+            ax = self.panel_of(panels, line)
+            color, marker = self.style(line)
+            measured = line.points(MEASURED, peak)
+            skipped = line.points(("skipped",), predicted)
+            if measured:
+                ax.plot([p[0] for p in measured], [p[1] for p in measured], color=color, marker=marker,
+                        markersize=5, linewidth=1.6, label=self.label(line))
+                any_mismatch |= self.mark_mismatches(ax, measured)
+                first = min(measured, key=lambda p: (p[0], p[1]))
+                if id(ax) not in anchors or (first[0], first[1]) < anchors[id(ax)][1:]:
+                    anchors[id(ax)] = (ax, first[0], first[1])
+            if skipped:
+                any_predicted = True
+                chain = [p for p in measured if p[0] < skipped[0][0]][-1:] + skipped
+                ax.plot([p[0] for p in chain], [p[1] for p in chain], color=color, linestyle="--",
+                        linewidth=1.2, alpha=0.9)
+                ax.plot([p[0] for p in skipped], [p[1] for p in skipped], color=color, marker=marker,
+                        markersize=6, linestyle="none", markerfacecolor="none", markeredgewidth=1.3,
+                        label=None if measured else self.label(line))
+            xs += [p[0] for p in measured + skipped]
+            ys += [p[1] for p in measured + skipped]
+        limit = number(self.metadata, "mem_limit_bytes")
+        if limit and ys:
+            ys.append(limit)
+            for ax in panels.values():
+                ax.axhline(limit, color="tab:red", linestyle=":", linewidth=1.1)
+                ax.text(0.01, limit, f" memory limit {fmt_bytes(limit)}", transform=ax.get_yaxis_transform(),
+                        fontsize=7.5, color="tab:red", va="bottom")
+        extra = self.mismatch_handle(any_mismatch)
+        if any_predicted:
+            extra.append(self.Line2D([], [], color="0.35", linestyle="--", marker="o", markerfacecolor="none",
+                                         label="predicted (skipped)"))
+        self.finish(fig, panels, "peak memory (bytes)", ys, xs, fmt_bytes, extra_handles=extra,
+                    note="grey dashed guides: O(S) and O(S²) through the first measured point")
+        for ax, x0, y0 in anchors.values():
+            if max(xs) > x0:  # a slope needs a range of S
+                self.guides(ax, x0, y0, max(xs))
+        self.save(fig, path)
+
+    def guides(self, ax, x0, y0, x_end):
+        """O(S) and O(S²) slopes through (x0, y0), labelled where they leave the view."""
+        import numpy as np
+
+        top = ax.get_ylim()[1]
+        for power, name in ((1, "O(S)"), (2, "O(S²)")):
+            x = np.geomspace(x0, x_end * 1.25, 64)
+            y = y0 * (x / x0) ** power
+            ax.plot(x, y, color="0.55", linestyle="--", linewidth=0.8, zorder=1)
+            # Near where the line leaves the plot (the right edge, or the top), inside the view.
+            x_label = min(x_end, x0 * (top / y0 / 2.5) ** (1.0 / power))
+            if x_label > x0 * 1.3:
+                # Measured lines usually lie above the O(S) guide and below the O(S²) one (both start at
+                # the lowest first point), so the labels go on the far sides: O(S) below, O(S²) above.
+                below = power == 1
+                ax.annotate(name, (x_label, y0 * (x_label / x0) ** power), fontsize=8, color="0.45",
+                            textcoords="offset points", xytext=(2 if below else -3, -3 if below else 3),
+                            ha="right" if not below else "center", va="top" if below else "bottom")
+
+    def time(self, path):
+        fig, panels = self.figure("median time vs sequence length")
+        median = lambda r: number(r.get("time_s"), "median")
+        xs, ys, any_mismatch = [], [], False
+        for line in self.series:
+            ax = self.panel_of(panels, line)
+            color, marker = self.style(line)
+            points = line.points(MEASURED, median)
+            if not points:
+                continue
+            lower, upper = [], []
+            for _, y, record in points:
+                q1, q3 = number(record["time_s"], "q1"), number(record["time_s"], "q3")
+                lower.append(max(0.0, y - q1) if q1 is not None and q1 > 0 else 0.0)
+                upper.append(max(0.0, q3 - y) if q3 is not None else 0.0)
+                ys += [v for v in (q1, q3) if v is not None and v > 0]
+            ax.errorbar([p[0] for p in points], [p[1] for p in points], yerr=[lower, upper], color=color,
+                        marker=marker, markersize=5, linewidth=1.6, capsize=2.5, elinewidth=1.0,
+                        label=self.label(line))
+            any_mismatch |= self.mark_mismatches(ax, points)
+            xs += [p[0] for p in points]
+            ys += [p[1] for p in points]
+        self.finish(fig, panels, "median time per call", ys, xs, fmt_seconds,
+                    extra_handles=self.mismatch_handle(any_mismatch), note="error bars: first to third quartile")
+        self.save(fig, path)
+
+    def gflops(self, path):
+        fig, panels = self.figure("throughput vs sequence length")
+
+        def rate(record):
+            value = number(record, "gflops")
+            if value is None and number(record, "tflops") is not None:
+                value = number(record, "tflops") * 1e3
+            median, flops = number(record.get("time_s"), "median"), number(record, "flops")
+            if value is None and median and flops:
+                value = flops / median * 1e-9
+            return value
+
+        xs, ys, any_mismatch = [], [], False
+        for line in self.series:
+            ax = self.panel_of(panels, line)
+            color, marker = self.style(line)
+            points = line.points(MEASURED, rate)
+            if not points:
+                continue
+            ax.plot([p[0] for p in points], [p[1] for p in points], color=color, marker=marker, markersize=5,
+                    linewidth=1.6, label=self.label(line))
+            any_mismatch |= self.mark_mismatches(ax, points)
+            xs += [p[0] for p in points]
+            ys += [p[1] for p in points]
+        log_y = bool(ys) and max(ys) / min(ys) > 100  # a GPU next to a CPU: keep both readable
+        self.finish(fig, panels, "GFLOP/s" + (" (log scale)" if log_y else ""), ys, xs,
+                    lambda v: f"{v:,.6g}", log_y=log_y, extra_handles=self.mismatch_handle(any_mismatch),
+                    note="FLOPs = 4·batch·heads·seq_q·avg_k·head_dim (causal: visible keys only) / median time")
+        self.save(fig, path)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="plot.py", description="Plot a faprobe sweep (memory, time, GFLOP/s vs sequence length).")
+    parser.add_argument("results", metavar="RESULTS", help="faprobe --json document or --out JSONL file")
+    parser.add_argument("--out-dir", metavar="DIR", help="where the PNGs go (default: the directory of RESULTS)")
+    parser.add_argument("--prefix", metavar="NAME",
+                        help="file name prefix (default: RESULTS' name without extension, plus '-')")
+    args = parser.parse_args(argv)
+
+    try:
+        records, metadata = load_results(args.results)
+        if not records:
+            raise InputError(f"{args.results}: no records")
+    except InputError as error:
+        print(f"plot.py: {error}", file=sys.stderr)
+        return 2
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib import ticker
+        from matplotlib.lines import Line2D
+    except ImportError as error:
+        print(f"plot.py: needs matplotlib and numpy ({error}); on Debian: apt-get install python3-matplotlib "
+              "python3-numpy, then run it with /usr/bin/python3", file=sys.stderr)
+        return 1
+
+    out_dir = args.out_dir if args.out_dir is not None else (os.path.dirname(args.results) or ".")
+    prefix = args.prefix if args.prefix is not None else os.path.splitext(os.path.basename(args.results))[0] + "-"
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as error:
+        print(f"plot.py: --out-dir {out_dir}: cannot create ({error.strerror or error})", file=sys.stderr)
+        return 2
+
+    plotter = Plotter(plt, ticker, Line2D, records, metadata, args.results)
+    for name in ("memory", "time", "gflops"):
+        path = os.path.join(out_dir, f"{prefix}{name}.png")
+        try:
+            getattr(plotter, name)(path)
+        except OSError as error:
+            print(f"plot.py: {path}: cannot write ({error.strerror or error})", file=sys.stderr)
+            return 2
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
