@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Plot a faprobe sweep: peak memory, median time and GFLOP/s against sequence length.
 
 Usage: scripts/plot.py RESULTS [--out-dir DIR] [--prefix NAME]

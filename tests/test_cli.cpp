@@ -144,13 +144,14 @@ TEST_F(Cli, UnsupportedAndOverLimitCasesAreRecordedWithReasons) {
 
 TEST_F(Cli, SavedOutputsVerifyAndACorruptedOutputDoesNot) {
   const Result run = faprobe("run --impl cpu.tiled --seq 33 --seq-q 17 --heads 4 --kv-heads 2 --head-dim 24 "
-                             "--dtype fp16 --mask causal --min-samples 1 --min-time 0 --save saved");
+                             "--dtype bf16 --mask causal --min-samples 1 --min-time 0 --save saved");
   ASSERT_EQ(run.status, 0) << run.err;
   for (const char* name : {"q.npy", "k.npy", "v.npy", "o.npy", "case.json"}) EXPECT_TRUE(fs::exists(path("saved") / name));
   const std::string files = "--q saved/q.npy --k saved/k.npy --v saved/v.npy --o saved/o.npy";
-  const Result good = faprobe("verify " + files + " --mask causal");
+  const Result good = faprobe("verify " + files);  // dtype and mask come from saved/case.json
   EXPECT_EQ(good.status, 0) << good.out << good.err;
-  EXPECT_EQ(faprobe("verify " + files).status, 1);  // the same output is wrong without the causal mask
+  EXPECT_NE(good.err.find("mask causal from"), std::string::npos) << good.err;
+  EXPECT_EQ(faprobe("verify " + files + " --mask none").status, 1);  // wrong without the causal mask
 
   HostTensor output = read_npy((path("saved") / "o.npy").string(), "--o");
   output.set(output.offset(0, 16, 3) + 5, output.get(output.offset(0, 16, 3) + 5) + 0.05f);

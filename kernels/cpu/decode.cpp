@@ -64,7 +64,8 @@ template <class T> void decode_forward(const ForwardArgs& args, const DecodePlan
     float* k_data = scores_data + cache_line_floats(kChunk);
     float* v_data = k_data + cache_line_floats(kChunk * head_dim);
 
-    q = head_rows<T>(args.q, b, 0, 1, head).template cast<float>() * float(c.scale());
+    load_rows<T>(args.q, b, 0, 1, head, q.data());
+    q *= float(c.scale());
     acc.setZero();
     OnlineSoftmax state;
     for (std::int64_t k0 = 0; k0 < key_end; k0 += kChunk) {
@@ -74,9 +75,8 @@ template <class T> void decode_forward(const ForwardArgs& args, const DecodePlan
       if constexpr (std::is_same_v<T, float>) {
         scores.noalias() = head_rows<float>(args.k, b, k0, count, kv_head) * q.transpose();
       } else {
-        MatrixMap k = matrix_at(k_data, count, head_dim);
-        k = head_rows<T>(args.k, b, k0, count, kv_head).template cast<float>();
-        scores.noalias() = k * q.transpose();
+        load_rows<T>(args.k, b, k0, count, kv_head, k_data);
+        scores.noalias() = matrix_at(k_data, count, head_dim) * q.transpose();
       }
       // online softmax, then acc = alpha·acc + p·V
       const float alpha = state.absorb(scores_data, count);
@@ -84,9 +84,8 @@ template <class T> void decode_forward(const ForwardArgs& args, const DecodePlan
       if constexpr (std::is_same_v<T, float>) {
         acc.noalias() += scores.transpose() * head_rows<float>(args.v, b, k0, count, kv_head);
       } else {
-        MatrixMap v = matrix_at(v_data, count, head_dim);
-        v = head_rows<T>(args.v, b, k0, count, kv_head).template cast<float>();
-        acc.noalias() += scores.transpose() * v;
+        load_rows<T>(args.v, b, k0, count, kv_head, v_data);
+        acc.noalias() += scores.transpose() * matrix_at(v_data, count, head_dim);
       }
     }
     head_rows<T>(args.o, b, 0, 1, head) = (acc * state.inverse_sum()).template cast<T>();

@@ -82,10 +82,8 @@ void attend_key_range(const ForwardArgs& args, std::int64_t b, std::int64_t k_be
   MatrixMap scores = matrix_at(scores_data, c.heads, kStep);
 
   // q rows of all heads of this batch entry: contiguous in Q (seq_q = 1); the scale folded in.
-  q = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-          args.q.template data<T>() + args.q.offset(b, 0, 0), Eigen::Index(c.heads), Eigen::Index(head_dim))
-          .template cast<float>() *
-      float(c.scale());
+  to_float(args.q.template data<T>() + args.q.offset(b, 0, 0), buffer, c.heads * head_dim);
+  q *= float(c.scale());
   acc.setZero();
   for (std::int64_t h = 0; h < c.heads; ++h) states[h] = OnlineSoftmax{};
 
@@ -95,8 +93,7 @@ void attend_key_range(const ForwardArgs& args, std::int64_t b, std::int64_t k_be
     if constexpr (std::is_same_v<T, float>) {
       return row;
     } else {
-      Eigen::Map<Eigen::RowVectorXf>(converted, Eigen::Index(kv_width)) =
-          Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(row, Eigen::Index(kv_width)).template cast<float>();
+      to_float(row, converted, kv_width);
       return converted;
     }
   };

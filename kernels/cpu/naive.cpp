@@ -90,11 +90,9 @@ template <class T, PlantedDefect Defect> void naive_forward(const ForwardArgs& a
     if constexpr (std::is_same_v<T, float>) {
       score_rows(head_rows<float>(args.q, b, 0, c.seq_q, head), head_rows<float>(args.k, b, 0, c.seq_k, kv_head));
     } else {
-      MatrixMap q = matrix_at(buffer, c.seq_q, head_dim);
-      MatrixMap k = matrix_at(buffer + c.seq_q * head_dim, c.seq_k, head_dim);
-      q = head_rows<T>(args.q, b, 0, c.seq_q, head).template cast<float>();
-      k = head_rows<T>(args.k, b, 0, c.seq_k, kv_head).template cast<float>();
-      score_rows(q, k);
+      load_rows<T>(args.q, b, 0, c.seq_q, head, buffer);
+      load_rows<T>(args.k, b, 0, c.seq_k, kv_head, buffer + c.seq_q * head_dim);
+      score_rows(matrix_at(buffer, c.seq_q, head_dim), matrix_at(buffer + c.seq_q * head_dim, c.seq_k, head_dim));
     }
     MatrixMap s = matrix_at(s_data, c.seq_q, c.seq_k);
     if (c.causal()) {
@@ -129,10 +127,9 @@ template <class T, PlantedDefect Defect> void naive_forward(const ForwardArgs& a
       head_rows<float>(args.o, b, 0, c.seq_q, head).noalias() = p * head_rows<float>(args.v, b, 0, c.seq_k, kv_head);
     } else {
       float* buffer = convert.data() + omp_get_thread_num() * per_thread;
-      MatrixMap v = matrix_at(buffer, c.seq_k, head_dim);
+      load_rows<T>(args.v, b, 0, c.seq_k, kv_head, buffer);
       MatrixMap o = matrix_at(buffer + c.seq_k * head_dim, c.seq_q, head_dim);
-      v = head_rows<T>(args.v, b, 0, c.seq_k, kv_head).template cast<float>();
-      o.noalias() = p * v;
+      o.noalias() = p * matrix_at(buffer, c.seq_k, head_dim);
       head_rows<T>(args.o, b, 0, c.seq_q, head) = o.template cast<T>();
     }
   }

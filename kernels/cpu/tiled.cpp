@@ -66,9 +66,13 @@ TiledPlan plan_tiled(const Case& c) {
   plan.block_k = 128;
   if (const char* e = std::getenv("TMP_BQ")) plan.block_q = std::atoll(e);  // TMP experiment
   if (const char* e = std::getenv("TMP_BK")) plan.block_k = std::atoll(e);  // TMP experiment
+  plan.threads = cpu_threads();
+  // Small cases (batch 1, heads 1, a few hundred rows): halve block_q (down to 32) until every thread has a
+  // few query blocks to take, so that no core idles.
+  const auto query_blocks = [&] { return c.batch * c.heads * ((c.seq_q + plan.block_q - 1) / plan.block_q); };
+  while (plan.block_q > 32 && query_blocks() < 4 * plan.threads) plan.block_q /= 2;
   plan.block_q = std::min(plan.block_q, c.seq_q);
   plan.block_k = std::min(plan.block_k, c.seq_k);
-  plan.threads = cpu_threads();
   plan.convert_kv = c.dtype != DType::fp32;
   return plan;
 }
@@ -100,7 +104,8 @@ void attend_query_block(const ForwardArgs& args, const TiledPlan& plan, std::int
   float* partial_data = v_data + plan.kv_tile_floats(head_dim);
 
   MatrixMap q_tile = matrix_at(q_data, rows, head_dim);
-  q_tile.noalias() = head_rows<T>(args.q, b, q0, rows, head).template cast<float>() * float(c.scale());
+  load_rows<T>(args.q, b, q0, rows, head, q_data);
+  q_tile *= float(c.scale());
   MatrixMap acc = matrix_at(acc_data, rows, head_dim);
   acc.setZero();
   for (std::int64_t r = 0; r < rows; ++r) states[r] = OnlineSoftmax{};
@@ -113,9 +118,8 @@ void attend_query_block(const ForwardArgs& args, const TiledPlan& plan, std::int
     if constexpr (std::is_same_v<T, float>) {
       score_product(scores, q_tile, head_rows<float>(args.k, b, k0, cols, kv_head), 1.0f, partial_data);
     } else {
-      MatrixMap k_tile = matrix_at(k_data, cols, head_dim);
-      k_tile = head_rows<T>(args.k, b, k0, cols, kv_head).template cast<float>();
-      score_product(scores, q_tile, k_tile, 1.0f, partial_data);
+      load_rows<T>(args.k, b, k0, cols, kv_head, k_data);
+      score_product(scores, q_tile, matrix_at(k_data, cols, head_dim), 1.0f, partial_data);
     }
 
     // Causal mask, only on a block that crosses the diagonal: keys a row does not see become -inf.
@@ -138,9 +142,8 @@ void attend_query_block(const ForwardArgs& args, const TiledPlan& plan, std::int
     if constexpr (std::is_same_v<T, float>) {
       acc.noalias() += scores * head_rows<float>(args.v, b, k0, cols, kv_head);
     } else {
-      MatrixMap v_tile = matrix_at(v_data, cols, head_dim);
-      v_tile = head_rows<T>(args.v, b, k0, cols, kv_head).template cast<float>();
-      acc.noalias() += scores * v_tile;
+      load_rows<T>(args.v, b, k0, cols, kv_head, v_data);
+      acc.noalias() += scores * matrix_at(v_data, cols, head_dim);
     }
   }
 

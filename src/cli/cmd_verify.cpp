@@ -1,6 +1,8 @@
 // faprobe verify: correctness only. With axes (or the embedded configs/ci-verify.json) it runs every
 // available implementation once per case and checks it; with --q --k --v --o it checks an output that
 // another program produced from those inputs. Exit 1 on any mismatch.
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -48,6 +50,19 @@ int verify_files(const VerifyOptions& options) {
   c.seq_k = k.seq();
   c.kv_heads = k.heads();
   c.dtype = o.dtype();  // the precision the tolerance assumes; --dtype overrides (bf16 saved as float32)
+  // `faprobe run --save` writes case.json beside o.npy: its dtype and mask are the defaults here.
+  const std::filesystem::path saved_case = std::filesystem::path(options.o).parent_path() / "case.json";
+  if (std::filesystem::exists(saved_case)) {
+    try {
+      const Case saved = nlohmann::json::parse(std::ifstream(saved_case)).at("case").get<Case>();
+      c.dtype = saved.dtype;
+      c.mask = saved.mask;
+      fmt::print(stderr, "verify: dtype {} and mask {} from {} (flags override)\n", to_string(c.dtype),
+                 to_string(c.mask), saved_case.string());
+    } catch (const std::exception& error) {
+      throw UsageError(fmt::format("{}: not a faprobe case file: {}", saved_case.string(), error.what()));
+    }
+  }
   if (const auto it = source.values().find("mask"); it != source.values().end()) {
     c.mask = parse_mask(it->second.text, it->second.origin);
   }
