@@ -35,8 +35,8 @@ HeadReference::HeadReference(const Case& c, const InputSource& inputs, std::int6
     inputs.row(TensorId::v, b, s, kv_head, row.data());
     values_.row(s) = row.transpose();
   }
-  keys_fp32_ = keys_.cast<float>();
-  values_fp32_ = values_.cast<float>();
+  keys_fp32_ = keys_.transpose().cast<float>();  // (head_dim, seq_k): one key per contiguous column
+  values_fp32_ = values_.transpose().cast<float>();
 }
 
 Eigen::VectorXd HeadReference::output_row(const InputSource& inputs, std::int64_t h, std::int64_t row) const {
@@ -60,13 +60,20 @@ Eigen::VectorXd HeadReference::plain_row(const InputSource& inputs, std::int64_t
   inputs.row(TensorId::q, b_, row, h, query_row.data());
   const Eigen::VectorXf query = query_row.cast<float>();
 
-  // fp32 GEMV for the scores, rounded to the dtype as a framework's matmul output would be.
-  Eigen::VectorXf scores = (keys_fp32_.topRows(visible) * query) * float(case_.scale());
-  scores = scores.unaryExpr([dtype](float score) { return round_to(dtype, score); });
+  // Plain loops in fp32: each score summed serially over head_dim (as a GEMM's inner product does), rounded
+  // to the dtype as a framework's matmul output would be; softmax in fp32; P·V summed serially over keys.
+  Eigen::VectorXf scores(visible);
+  for (std::int64_t j = 0; j < visible; ++j) {
+    float dot = 0.0f;
+    for (std::int64_t c = 0; c < case_.head_dim; ++c) dot += keys_fp32_(c, j) * query(c);
+    scores(j) = round_to(dtype, dot * float(case_.scale()));
+  }
   Eigen::ArrayXf weights = (scores.array() - scores.maxCoeff()).exp();
   weights /= weights.sum();
-  weights = weights.unaryExpr([dtype](float probability) { return round_to(dtype, probability); });
-  const Eigen::VectorXf accumulated = values_fp32_.topRows(visible).transpose() * weights.matrix();
+  Eigen::VectorXf accumulated = Eigen::VectorXf::Zero(case_.head_dim);
+  for (std::int64_t j = 0; j < visible; ++j) {
+    accumulated += round_to(dtype, weights(j)) * values_fp32_.col(j);
+  }
   for (std::int64_t c = 0; c < case_.head_dim; ++c) output(c) = double(round_to(dtype, accumulated(c)));
   return output;
 }

@@ -58,7 +58,7 @@ class HeadReference {
   const Case& case_;
   std::int64_t b_;
   Eigen::MatrixXd keys_, values_;            // (seq_k, head_dim)
-  Eigen::MatrixXf keys_fp32_, values_fp32_;  // the same values, for plain_row
+  Eigen::MatrixXf keys_fp32_, values_fp32_;  // the same values transposed (head_dim, seq_k), for plain_row
 };
 
 }  // namespace faprobe

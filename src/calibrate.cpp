@@ -19,23 +19,33 @@ double seconds_since(Clock::time_point start) {
 }
 
 double gemm_gflops(double budget_s) {
-  constexpr int kSize = 512;  // large enough for Eigen's blocking to reach its peak, small enough for L2/L3
+  constexpr int kSize = 512;     // large enough for Eigen's blocking to reach its peak, small enough for L2/L3
+  constexpr int kProducts = 16;  // per thread and round, so a round lasts tens of milliseconds
   const int threads = omp_get_max_threads();
   double best = 0;
   const auto start = Clock::now();
-  while (seconds_since(start) < budget_s || best == 0) {
-    const auto round_start = Clock::now();
-#pragma omp parallel num_threads(threads)
-    {
-      const Eigen::MatrixXf a = Eigen::MatrixXf::Random(kSize, kSize);
-      const Eigen::MatrixXf b = Eigen::MatrixXf::Random(kSize, kSize);
-      Eigen::MatrixXf c(kSize, kSize);
+  Clock::time_point round_start;  // shared: set and read inside `single` blocks
+  bool more = true;
+#pragma omp parallel num_threads(threads) shared(round_start, more, best)
+  {
+    // Operands are built before any timing (Eigen's Random() takes a global lock inside std::rand).
+    const Eigen::MatrixXf a = Eigen::MatrixXf::Constant(kSize, kSize, 0.5f);
+    const Eigen::MatrixXf b = Eigen::MatrixXf::Constant(kSize, kSize, 0.25f);
+    Eigen::MatrixXf c(kSize, kSize);
+    while (more) {
 #pragma omp barrier
-      for (int repeat = 0; repeat < 4; ++repeat) c.noalias() = a * b;
-      if (c(0, 0) == 12345.0f) std::abort();  // keeps the product alive
+#pragma omp single
+      round_start = Clock::now();  // the implicit barrier after `single` lines every thread up
+      for (int repeat = 0; repeat < kProducts; ++repeat) c.noalias() = a * b;
+#pragma omp barrier
+#pragma omp single
+      {
+        const double elapsed = seconds_since(round_start);
+        best = std::max(best, kProducts * threads * 2.0 * kSize * kSize * double(kSize) / elapsed * 1e-9);
+        more = seconds_since(start) < budget_s;
+      }  // the implicit barrier after `single` publishes `more` to every thread
     }
-    const double elapsed = seconds_since(round_start);
-    best = std::max(best, 4.0 * threads * 2.0 * kSize * kSize * double(kSize) / elapsed * 1e-9);
+    if (c(0, 0) != 0.5f * 0.25f * kSize) std::abort();  // the products were really computed
   }
   return best;
 }

@@ -1,14 +1,10 @@
 #include "registry.hpp"
 
+#include "cpu/factories.hpp"
+
 namespace faprobe {
 
-// One line per implementation; each factory lives in the implementation's own file.
-namespace cpu {
-std::unique_ptr<Implementation> make_naive();
-std::unique_ptr<Implementation> make_tiled();
-std::unique_ptr<Implementation> make_decode();
-std::unique_ptr<Implementation> make_decode_splitk();
-}  // namespace cpu
+// One line per implementation below; each factory lives in the implementation's own file.
 
 const std::vector<std::unique_ptr<Implementation>>& implementations() {
   static const std::vector<std::unique_ptr<Implementation>> all = [] {
@@ -33,10 +29,6 @@ std::vector<std::string> implementation_names() {
   std::vector<std::string> names;
   for (const auto& impl : implementations()) names.push_back(impl->name());
   return names;
-}
-
-std::uint64_t io_bytes(const Case& c) {
-  return std::uint64_t(2 * c.q_elements() + 2 * c.kv_elements()) * dtype_bytes(c.dtype);
 }
 
 }  // namespace faprobe

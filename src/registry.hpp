@@ -48,7 +48,4 @@ const std::vector<std::unique_ptr<Implementation>>& implementations();
 const Implementation* find_implementation(const std::string& name);  // nullptr when unknown
 std::vector<std::string> implementation_names();
 
-// Bytes of Q, K, V and O of a case (what every implementation holds at least).
-std::uint64_t io_bytes(const Case& c);
-
 }  // namespace faprobe

@@ -1,7 +1,7 @@
 // What the CPU kernels share besides the online softmax: Eigen views of the (batch, seq, heads, head_dim)
 // tensors (the rows of one head are head_dim contiguous values, heads·head_dim elements apart, so a block of
-// them is a row-major matrix with an outer stride), fp32 matrices over workspace memory, and the bytes of
-// the tensors every implementation holds.
+// them is a row-major matrix with an outer stride), fp32 matrices over workspace memory, the vectorised
+// fp16/bf16 → fp32 conversion of tiles, the score product Q·Kᵀ, and the bytes of Q, K, V and O.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -84,7 +84,7 @@ inline std::uint64_t io_tensor_bytes(const Case& c) { return std::uint64_t(c.min
 // scores = scale · q · kᵀ for (rows × head_dim) q and (cols × head_dim) k, with the head_dim sum taken in
 // pieces of kDotPiece that are added afterwards. Eigen's GEMM accumulates every score serially over the
 // whole head_dim, and that rounding error grows about linearly with the length: at head_dim 256 it is 3–4×
-// that of a blocked dot product and sat right at the fp32 tolerance. Pieces of 64 halve it, for one extra
+// that of a blocked dot product and sat right at the checker's fp32 tolerance. Pieces of 64 halve it, for one extra
 // pass over the tile per piece beyond the first; head_dim ≤ 64 is a single product. `partial` holds
 // rows × cols floats (unused when head_dim ≤ kDotPiece).
 constexpr std::int64_t kDotPiece = 64;

@@ -11,17 +11,21 @@
 // tiles are converted to fp32 in the thread's workspace first. Query head h reads KV head c.kv_head_of(h).
 //
 // Napkin math (batch 1, heads 8, head_dim 64, seq 4096, causal, fp32):
-//   FLOPs      4·b·h·seq_q·avg_k·d = 4·8·4096·2048.5·64 = 17.2 GFLOP (+ ~1 exp per score: 69 M exps).
-//   Bytes      Q and O once (2 × 8 MiB); K and V once per query block: seq_q/block_q · (K+V)/2 on average
-//              under causal = 32/2 · 16 MiB = 256 MiB, mostly from L2/L3 (a head's K+V is 2 MiB).
-//   Workspace  threads × (block_q·d + 2·block_k·d + block_q·block_k + block_q·d) · 4 B + states
-//              = 2 × 128 KiB at block_q 128, block_k 128, d 64 (fp16/bf16: the K, V tiles; fp32 maps them).
-//   Bound      compute: ~1/0.75 arithmetic intensity of a few hundred FLOP/byte, far above the machine's
-//              ~20 FLOP/byte; the ceiling is the Eigen GEMM rate on 128-row tiles minus the softmax (exp,
-//              max, sum, rescale ≈ 10–15 % of the time at head_dim 64).
+//   FLOPs      4·b·h·seq_q·avg_k·d = 4·8·4096·2048.5·64 = 17.2 GFLOP, plus one exp per visible score (69 M).
+//   Bytes      Q and O once (2 × 8 MiB from DRAM); K and V once per query block, on average half a head's
+//              2 MiB under causal: 8 heads · 32 blocks · 1 MiB = 256 MiB, from L2/L3. ~60 FLOP per byte
+//              even counted from cache: compute bound.
+//   Workspace  threads × (2·block_q·d + block_q·block_k [+ 2·block_k·d converted K/V for fp16/bf16]
+//              [+ block_q·block_k partial scores for d > 64]) · 4 B + block_q softmax states
+//              = 2 × 129 KiB here; peak 32.3 MiB at seq 4096 and 64.3 MiB at seq 8192 (inputs dominate).
+//   Bound      the Eigen GEMM rate on 128 × 128 × 64 tiles, less the softmax (max, exp, sum, rescale:
+//              ~1 cycle per score against ~8 for the two products at head_dim 64).
+//   Measured   (2 cores, AVX2+FMA, 512² fp32 Eigen GEMM on each thread: 107–110 GFLOP/s in all) 0.19–0.21 s
+//              = 82–90 GFLOP/s, ~80 % of the GEMM rate; cpu.naive takes 0.93–1.06 s on the same case.
+//              fp16 0.20 s, bf16 0.21 s. Copying fp32 K/V tiles into contiguous workspace first measured no
+//              faster (Eigen's GEMM packs its operands anyway), so fp32 tiles are read in place.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <stdexcept>
 #include <type_traits>
 
@@ -36,15 +40,15 @@
 namespace faprobe::cpu {
 namespace {
 
-// Block sizes, chosen in this one place. Measured on the target (AMD EPYC Zen 3, AVX2+FMA, 2 cores, 512 KiB
-// L2 per core), batch 1, heads 8, head_dim 64, seq 4096, causal, fp32; see plan_tiled() for the numbers.
+// Block sizes and threads, chosen in plan_tiled() and nowhere else.
 struct TiledPlan {
   std::int64_t block_q = 0;  // query rows per work item (rows of the score tile)
   std::int64_t block_k = 0;  // keys per step (columns of the score tile)
   std::int64_t threads = 0;
   bool convert_kv = false;   // K/V tiles converted into workspace (fp16/bf16); fp32 is read in place
 
-  // fp32 values each thread owns: Q tile, K and V tiles (when converted), score tile, accumulator.
+  // fp32 values each thread owns: Q tile, accumulator, score tile, K and V tiles (when converted), partial
+  // scores (head_dim > kDotPiece, see score_product).
   std::int64_t q_tile_floats(std::int64_t head_dim) const { return cache_line_floats(block_q * head_dim); }
   std::int64_t kv_tile_floats(std::int64_t head_dim) const {
     return convert_kv ? cache_line_floats(block_k * head_dim) : 0;
@@ -62,10 +66,12 @@ struct TiledPlan {
 
 TiledPlan plan_tiled(const Case& c) {
   TiledPlan plan;
+  // 128 × 128: the score tile (64 KiB), Q tile and accumulator (32 KiB each at head_dim 64) stay in a core's
+  // 512 KiB L2 with room for the K/V rows, and seq 4096 gives 32 query blocks per head to share out. On the
+  // target case every block_q, block_k in {64, 128, 256} ran within the ±8 % run-to-run noise of this
+  // 2-vCPU machine (0.19–0.22 s); head_dim 128 and 256 (seq 2048) likewise, so one choice serves all.
   plan.block_q = 128;
   plan.block_k = 128;
-  if (const char* e = std::getenv("TMP_BQ")) plan.block_q = std::atoll(e);  // TMP experiment
-  if (const char* e = std::getenv("TMP_BK")) plan.block_k = std::atoll(e);  // TMP experiment
   plan.threads = cpu_threads();
   // Small cases (batch 1, heads 1, a few hundred rows): halve block_q (down to 32) until every thread has a
   // few query blocks to take, so that no core idles.
