@@ -14,6 +14,11 @@ double quantile(const std::vector<double>& sorted, double q) {
 }
 }  // namespace
 
+double relative_noise_percent(const TimeStats& stats) {
+  if (stats.samples < 2 || stats.mean <= 0) return 100.0;
+  return 100.0 * stats.stddev / stats.mean / std::sqrt(double(stats.samples));
+}
+
 TimeStats summarize(std::vector<double> samples) {
   TimeStats stats;
   stats.samples = std::int64_t(samples.size());
@@ -48,8 +53,7 @@ TimeStats measure(const std::function<double()>& sample, const MeasureSettings& 
     spent += seconds;
     if (spent >= settings.max_time_s) break;
     if (int(samples.size()) < settings.min_samples || sampled < settings.min_time_s) continue;
-    const TimeStats stats = summarize(samples);
-    if (stats.mean > 0 && 100.0 * stats.stddev / stats.mean <= settings.max_noise_percent) break;
+    if (relative_noise_percent(summarize(samples)) <= settings.max_noise_percent) break;
   }
   return summarize(samples);
 }

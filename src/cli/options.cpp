@@ -37,7 +37,7 @@ void add_axis_options(CLI::App& app, SettingsOptions& settings) {
 void add_measure_options(CLI::App& app, SettingsOptions& settings) {
   add_value(app, settings, "warmup", "untimed runs before sampling (default 1)");
   add_value(app, settings, "min_samples", "minimum timed samples (default 10)");
-  add_value(app, settings, "max_noise", "stop when the relative stddev is below this percent (default 0.5)");
+  add_value(app, settings, "max_noise", "stop when the relative standard error of the mean is below this percent (default 0.5)");
   add_value(app, settings, "min_time", "minimum seconds of samples (default 0.5)");
   add_value(app, settings, "max_time", "cap in seconds per case; longer predicted runs are skipped (default 10)");
   add_value(app, settings, "mem_limit", "memory limit per case, e.g. 20GiB, 512MB (default: free memory less a margin)");

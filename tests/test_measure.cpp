@@ -1,0 +1,63 @@
+// Measurement: the statistics, and when sampling stops (min samples, min time, noise, cap, interrupt).
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "measure.hpp"
+
+namespace faprobe {
+namespace {
+
+TEST(Measure, SummaryStatistics) {
+  const TimeStats stats = summarize({4.0, 1.0, 3.0, 2.0, 5.0});
+  EXPECT_DOUBLE_EQ(stats.median, 3.0);
+  EXPECT_DOUBLE_EQ(stats.q1, 2.0);
+  EXPECT_DOUBLE_EQ(stats.q3, 4.0);
+  EXPECT_DOUBLE_EQ(stats.mean, 3.0);
+  EXPECT_DOUBLE_EQ(stats.min, 1.0);
+  EXPECT_DOUBLE_EQ(stats.max, 5.0);
+  EXPECT_NEAR(stats.stddev, std::sqrt(2.5), 1e-12);
+  EXPECT_EQ(stats.samples, 5);
+  EXPECT_NEAR(relative_noise_percent(stats), 100.0 * std::sqrt(2.5) / 3.0 / std::sqrt(5.0), 1e-9);
+}
+
+MeasureSettings settings(int min_samples, double min_time, double max_noise, double max_time) {
+  MeasureSettings s;
+  s.warmup = 1;
+  s.min_samples = min_samples;
+  s.min_time_s = min_time;
+  s.max_noise_percent = max_noise;
+  s.max_time_s = max_time;
+  return s;
+}
+
+TEST(Measure, QuietSamplesStopAtTheMinimums) {
+  int calls = 0;
+  const TimeStats stats = measure([&] { ++calls; return 0.01; }, settings(10, 0.05, 0.5, 100), [] { return false; });
+  EXPECT_EQ(stats.samples, 10);  // 10 samples = 0.1 s ≥ min_time, noise 0
+  EXPECT_EQ(calls, 11);          // plus one warm-up
+  const TimeStats longer = measure([] { return 0.01; }, settings(3, 0.2, 0.5, 100), [] { return false; });
+  EXPECT_EQ(longer.samples, 20);  // min_time decides
+}
+
+TEST(Measure, NoisySamplesRunUntilTheNoiseSettlesOrTheCap) {
+  int calls = 0;
+  auto alternating = [&] { return (++calls % 2) ? 0.01 : 0.03; };  // relative stddev 50 %
+  const TimeStats settled = measure(alternating, settings(2, 0.0, 5.0, 1000), [] { return false; });
+  // 100·stddev/mean/√n ≤ 5 needs n ≥ ~100 samples
+  EXPECT_GE(settled.samples, 90);
+  EXPECT_LE(settled.samples, 110);
+  calls = 0;
+  const TimeStats capped = measure(alternating, settings(2, 0.0, 0.01, 1.0), [] { return false; });
+  EXPECT_NEAR(double(capped.samples), 50.0, 2.0);  // 1 s of 20 ms average samples, warm-up included
+}
+
+TEST(Measure, InterruptStopsSampling) {
+  int calls = 0;
+  const TimeStats stats = measure([&] { ++calls; return 0.01; }, settings(1000, 100, 0, 1000), [&] { return calls >= 5; });
+  EXPECT_EQ(calls, 5);
+  EXPECT_EQ(stats.samples, 4);
+}
+
+}  // namespace
+}  // namespace faprobe
