@@ -46,14 +46,22 @@ TimeStats measure(const std::function<double()>& sample, const MeasureSettings& 
   }
   std::vector<double> samples;
   double sampled = 0;
+  double running_mean = 0, running_m2 = 0;  // Welford: the noise check is O(1) per sample, no sorting
   while (!interrupted()) {
     const double seconds = sample();
     samples.push_back(seconds);
     sampled += seconds;
     spent += seconds;
+    const double delta = seconds - running_mean;
+    running_mean += delta / double(samples.size());
+    running_m2 += delta * (seconds - running_mean);
     if (spent >= settings.max_time_s) break;
     if (int(samples.size()) < settings.min_samples || sampled < settings.min_time_s) continue;
-    if (relative_noise_percent(summarize(samples)) <= settings.max_noise_percent) break;
+    TimeStats running;
+    running.samples = std::int64_t(samples.size());
+    running.mean = running_mean;
+    running.stddev = std::sqrt(running_m2 / double(samples.size() - 1));
+    if (relative_noise_percent(running) <= settings.max_noise_percent) break;
   }
   return summarize(samples);
 }
