@@ -52,18 +52,18 @@ int run_list(bool json) {
   }
   fmt::print("devices:\n  cpu: {} ({} cores, {})\n  cuda: not built into this binary\n\n", host.cpu_model,
              host.cores, format_bytes(double(host.memory_total_bytes)));
-  fmt::print("implementations (support for head_dim 128; ✓ supported, ✗ refused):\n");
-  fmt::print("  {:<18} {:<6} {:<28} {:<28}\n", "name", "device", "prefill fp32 fp16 bf16 fp8", "decode fp32 fp16 bf16 fp8");
+  fmt::print("implementations (head_dim 128, no mask; ✓ supported, ✗ refused, with the reason below):\n");
+  fmt::print("  {:<18} {:<6} | prefill fp32 fp16 bf16  fp8 | decode fp32 fp16 bf16  fp8\n", "name", "device");
   for (const auto& entry : listing["implementations"]) {
-    std::string cells[2];
+    std::string cells[2];  // each cell is 5 columns wide; ✓/✗ are one column (not padded by fmt)
     std::vector<std::string> reasons;
     for (const auto& support : entry["support"]) {
       if (support["mask"] != "none") continue;
-      cells[support["mode"] == "decode" ? 1 : 0] += support["supported"].get<bool>() ? "  ✓  " : "  ✗  ";
+      cells[support["mode"] == "decode" ? 1 : 0] += support["supported"].get<bool>() ? "    ✓" : "    ✗";
       const std::string reason = support["reason"];
       if (!reason.empty() && std::find(reasons.begin(), reasons.end(), reason) == reasons.end()) reasons.push_back(reason);
     }
-    fmt::print("  {:<18} {:<6}        {:<24}       {:<24}\n", entry["name"].get<std::string>(),
+    fmt::print("  {:<18} {:<6} |        {} |       {}\n", entry["name"].get<std::string>(),
                entry["device"].get<std::string>(), cells[0], cells[1]);
     for (const std::string& reason : reasons) fmt::print("      ✗ {}\n", reason);
   }

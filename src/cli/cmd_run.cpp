@@ -46,8 +46,7 @@ int run_run(RunCommandOptions& options) {
   }
   RunOptions run = make_run_options(plan, options.output, /*timing=*/true);
   run.show_unsupported = true;
-  const RunSummary summary = run_plan(plan, run, std::cout);
-  print_summary(summary, run);
+  const RunSummary summary = run_and_report(plan, run);
   if (!options.save_dir.empty() && !summary.records.empty()) {
     const Record& record = summary.records.back();
     if (record.status == Status::ok || record.status == Status::mismatch) {
@@ -64,9 +63,7 @@ int run_run(RunCommandOptions& options) {
 void setup_run(CLI::App& app, int& exit_status) {
   auto options = std::make_shared<RunCommandOptions>();
   CLI::App* sub = app.add_subcommand("run", "one implementation on one case; --save DIR writes q/k/v/o as .npy");
-  add_axis_options(*sub, options->settings);
-  add_measure_options(*sub, options->settings);
-  add_output_options(*sub, options->output);
+  add_case_options(*sub, options->settings, options->output);
   sub->add_option("--save", options->save_dir, "directory for q.npy k.npy v.npy o.npy and case.json");
   sub->callback([options, &exit_status] { exit_status = run_run(*options); });
 }

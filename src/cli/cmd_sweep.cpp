@@ -39,8 +39,7 @@ int run_sweep(SweepOptions& options) {
   run.show_unsupported = options.settings.options.at("impl")->count() > 0;
   fmt::print(stderr, "sweep: {} cases × {} implementations; records stream to {}\n", plan.cases.size(),
              plan.impls.size(), run.out_jsonl);
-  const RunSummary summary = run_plan(plan, run, std::cout);
-  print_summary(summary, run);
+  const RunSummary summary = run_and_report(plan, run);
   return summary.exit_status();
 }
 
@@ -49,9 +48,7 @@ int run_sweep(SweepOptions& options) {
 void setup_sweep(CLI::App& app, int& exit_status) {
   auto options = std::make_shared<SweepOptions>();
   CLI::App* sub = app.add_subcommand("sweep", "run every (implementation × case), verifying while measuring");
-  add_axis_options(*sub, options->settings);
-  add_measure_options(*sub, options->settings);
-  add_output_options(*sub, options->output);
+  add_case_options(*sub, options->settings, options->output);
   sub->add_flag("--strict", options->strict, "an unsupported (implementation, case) is an error, not a record");
   sub->callback([options, &exit_status] { exit_status = run_sweep(*options); });
 }

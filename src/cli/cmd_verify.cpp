@@ -97,8 +97,7 @@ int run_verify(VerifyOptions& options) {
   // verify's per-case budget is a minute unless --max-time says otherwise: nothing is sampled.
   if (!options.settings.options.at("max_time")->count()) verify_plan.measure.max_time_s = 60.0;
   fmt::print(stderr, "verify: {} cases × {} implementations\n", plan.cases.size(), plan.impls.size());
-  const RunSummary summary = run_plan(verify_plan, run, std::cout);
-  print_summary(summary, run);
+  const RunSummary summary = run_and_report(verify_plan, run);
   return summary.exit_status();
 }
 
@@ -107,9 +106,7 @@ int run_verify(VerifyOptions& options) {
 void setup_verify(CLI::App& app, int& exit_status) {
   auto options = std::make_shared<VerifyOptions>();
   CLI::App* sub = app.add_subcommand("verify", "check implementations (or output files) against the float64 reference");
-  add_axis_options(*sub, options->settings);
-  add_measure_options(*sub, options->settings);
-  add_output_options(*sub, options->output);
+  add_case_options(*sub, options->settings, options->output);
   sub->add_flag("--strict", options->strict, "an unsupported (implementation, case) is an error, not a record");
   sub->add_option("--q", options->q, "query .npy (batch, seq_q, heads, head_dim), float32 or float16");
   sub->add_option("--k", options->k, "key .npy (batch, seq_k, kv_heads, head_dim)");

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <iostream>
 
 #include <fmt/format.h>
 
@@ -17,7 +18,6 @@ void add_value(CLI::App& app, SettingsOptions& settings, const std::string& key,
   std::replace(flag.begin(), flag.end(), '_', '-');
   settings.options[key] = app.add_option(flag, settings.values[key], help);
 }
-}  // namespace
 
 void add_axis_options(CLI::App& app, SettingsOptions& settings) {
   app.add_option("--config", settings.config, "JSON file with the same keys as these flags (flags override it)");
@@ -52,6 +52,13 @@ void add_output_options(CLI::App& app, OutputOptions& output) {
   app.add_option("--csv", output.csv, "CSV, one row per record, units in the headers ('-' = stdout)");
   app.add_option("--md", output.md, "Markdown table ('-' = stdout)");
   app.add_flag("--resume", output.resume, "skip the (implementation, case) pairs already in --out");
+}
+}  // namespace
+
+void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& output) {
+  add_axis_options(app, settings);
+  add_measure_options(app, settings);
+  add_output_options(app, output);
 }
 
 SettingsSource settings_source(const SettingsOptions& settings, const char* default_config,
@@ -117,7 +124,7 @@ RunOptions make_run_options(const Plan& plan, const OutputOptions& output, bool 
     throw UsageError("--resume needs --out FILE.jsonl (the records to resume from)");
   }
   options.mem_limit = plan.measure.mem_limit.value_or(default_host_memory_limit());
-  options.rates = calibrate_host(timing ? 0.5 : 0.2);
+  options.rates = calibrate_host(timing ? 1.0 : 0.2);
   options.metadata = run_metadata({{"fp32_gemm_gflops", options.rates.gemm_gflops},
                                    {"memory_gbytes_per_s", options.rates.memory_gbytes_per_s}});
   options.metadata["mem_limit_bytes"] = options.mem_limit;
@@ -130,7 +137,8 @@ RunOptions make_run_options(const Plan& plan, const OutputOptions& output, bool 
   return options;
 }
 
-void print_summary(const RunSummary& summary, const RunOptions& options) {
+RunSummary run_and_report(const Plan& plan, const RunOptions& options) {
+  const RunSummary summary = run_plan(plan, options, std::cout);
   int ok = 0;
   for (const Record& record : summary.records) ok += record.status == Status::ok;
   fmt::print(stderr, "\n{} records: {} ok, {} mismatch, {} failed, {} skipped, {} unsupported{}{}\n",
@@ -142,6 +150,7 @@ void print_summary(const RunSummary& summary, const RunOptions& options) {
   for (const std::string* path : {&options.out_jsonl, &options.json_path, &options.csv_path, &options.md_path}) {
     if (!path->empty() && *path != "-") fmt::print(stderr, "wrote {}\n", *path);
   }
+  return summary;
 }
 
 }  // namespace faprobe::cli

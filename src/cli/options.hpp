@@ -26,9 +26,8 @@ struct OutputOptions {
   bool resume = false;
 };
 
-void add_axis_options(CLI::App& app, SettingsOptions& settings);
-void add_measure_options(CLI::App& app, SettingsOptions& settings);
-void add_output_options(CLI::App& app, OutputOptions& output);
+// AXES, MEASURE and OUTPUT of DESIGN.md's command line, for sweep, verify and run.
+void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& output);
 
 // Config file (or the embedded default when neither a config nor an axis was given), then flags.
 SettingsSource settings_source(const SettingsOptions& settings, const char* default_config,
@@ -48,7 +47,8 @@ namespace faprobe::cli {
 // predictions (measured now unless `calibrate` is false), and the --json metadata.
 RunOptions make_run_options(const Plan& plan, const OutputOptions& output, bool timing);
 
-// One line per status count, and where the results are; to stderr.
-void print_summary(const RunSummary& summary, const RunOptions& options);
+// Runs the plan with the table on stdout, then one line per status count and where the results are
+// on stderr.
+RunSummary run_and_report(const Plan& plan, const RunOptions& options);
 
 }  // namespace faprobe::cli
