@@ -180,6 +180,19 @@ TEST_F(Cli, VerifyFindsNoMismatchOnASmallMatrix) {
   EXPECT_GE(checked, 40);
 }
 
+TEST_F(Cli, DefaultVerifyRunsTheCiMatrixAndPasses) {
+  const Result run = faprobe("verify --out v.jsonl");  // configs/ci-verify.json, embedded
+  ASSERT_EQ(run.status, 0) << run.err;
+  const auto records = read_jsonl(path("v.jsonl").string());
+  int checked = 0;
+  for (const Record& record : records) {
+    if (record.status == Status::unsupported) continue;
+    EXPECT_EQ(record.status, Status::ok) << record.impl << " " << record.c.label() << ": " << record.reason;
+    checked += record.verify.has_value();
+  }
+  EXPECT_GE(checked, 1000);
+}
+
 TEST_F(Cli, InterruptedSweepKeepsFinishedRecordsAndResumeDoesNotRedoThem) {
   const std::string args = "sweep --impl cpu.naive,cpu.tiled --seq 32..2048 --heads 2 --head-dim 16 "
                            "--min-samples 1 --min-time 0.3 --max-noise 0 --max-time 1 --out r.jsonl";
