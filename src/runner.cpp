@@ -101,10 +101,17 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
   const std::size_t total = plan.cases.size() * plan.impls.size();
   Progress progress(total);
   std::size_t position = 0;
-  auto rewrite_documents = [&] {
-    if (!options.json_path.empty()) write_json(options.json_path, options.metadata, summary.records);
-    if (!options.csv_path.empty()) write_csv(options.csv_path, summary.records);
-    if (!options.md_path.empty()) write_markdown(options.md_path, summary.records);
+  // The documents hold every record, so rewriting them is O(records): at most once a second while the run
+  // goes on, and once at the end (JSONL is what streams each record the moment it is finished). Documents
+  // sent to stdout ("-") are written once, at the end.
+  auto last_rewrite = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  auto rewrite_documents = [&](bool final) {
+    if (!final && std::chrono::steady_clock::now() - last_rewrite < std::chrono::seconds(1)) return;
+    last_rewrite = std::chrono::steady_clock::now();
+    auto due = [final](const std::string& path) { return !path.empty() && (final || path != "-"); };
+    if (due(options.json_path)) write_json(options.json_path, options.metadata, summary.records);
+    if (due(options.csv_path)) write_csv(options.csv_path, summary.records);
+    if (due(options.md_path)) write_markdown(options.md_path, summary.records);
   };
 
   for (const Case& c : plan.cases) {
@@ -137,13 +144,13 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
       progress.clear();
       if (record.status != Status::unsupported || options.show_unsupported) table.write(record);
       summary.records.push_back(std::move(record));
-      rewrite_documents();
+      rewrite_documents(/*final=*/false);
     }
     if (interrupted()) break;
   }
   progress.clear();
   summary.interrupted = interrupted();
-  rewrite_documents();
+  rewrite_documents(/*final=*/true);
   return summary;
 }
 
