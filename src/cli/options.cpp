@@ -66,6 +66,7 @@ SettingsSource settings_source(const SettingsOptions& settings, const char* defa
   SettingsSource source;
   bool any_axis_flag = false;
   for (const std::string& key : axis_keys()) {
+    if (key == "impl") continue;  // --impl alone narrows the default sweep rather than replacing it
     const auto it = settings.options.find(key);
     if (it != settings.options.end() && it->second->count() > 0) any_axis_flag = true;
   }
