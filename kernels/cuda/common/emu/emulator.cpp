@@ -1,0 +1,551 @@
+// The GPU emulator's scheduler, barriers and warp collectives (interface and design: emulator.hpp).
+//
+// State lives in one Launch object per launch(), reachable from the fibers through a thread_local pointer
+// (a launch runs on one OS thread). Per CTA: one Fiber per thread, 16 barriers, and per warp the list of
+// collectives that some lanes have entered and others not yet (two halves of a diverged warp may each
+// shuffle with their own mask at the same time). Every stack switch is announced to AddressSanitizer in
+// sanitizer builds (the debug preset), so exceptions thrown on fiber stacks are not reported as
+// corruption. Costs are in emulator.hpp.
+#include "cuda/common/emu/emulator.hpp"
+
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define FAPROBE_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FAPROBE_EMU_ASAN 1
+#endif
+#endif
+#if defined(FAPROBE_EMU_ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace faprobe::emu {
+namespace {
+
+constexpr unsigned warp_size = 32;
+constexpr unsigned max_block_threads = 1024;  // as on every GPU since sm_20
+
+enum class FiberState { runnable, blocked, exited };
+enum class WaitKind { none, barrier, collective };
+enum class CollectiveKind { shfl_idx, shfl_up, shfl_down, shfl_bfly, vote_ballot, vote_all, vote_any };
+
+const char* instruction_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::shfl_idx: return "shfl.sync.idx";
+    case CollectiveKind::shfl_up: return "shfl.sync.up";
+    case CollectiveKind::shfl_down: return "shfl.sync.down";
+    case CollectiveKind::shfl_bfly: return "shfl.sync.bfly";
+    case CollectiveKind::vote_ballot: return "vote.sync.ballot";
+    case CollectiveKind::vote_all: return "vote.sync.all";
+    case CollectiveKind::vote_any: return "vote.sync.any";
+  }
+  return "?";
+}
+
+// AddressSanitizer must be told about every stack switch, or it mistakes an exception thrown on a fiber
+// stack for stack corruption. No-ops in other builds.
+void sanitizer_start_switch(void** fake_stack_save, const void* stack_bottom, std::size_t stack_size) {
+#if defined(FAPROBE_EMU_ASAN)
+  __sanitizer_start_switch_fiber(fake_stack_save, stack_bottom, stack_size);
+#else
+  (void)fake_stack_save, (void)stack_bottom, (void)stack_size;
+#endif
+}
+void sanitizer_finish_switch(void* fake_stack_save, const void** old_bottom, std::size_t* old_size) {
+#if defined(FAPROBE_EMU_ASAN)
+  __sanitizer_finish_switch_fiber(fake_stack_save, old_bottom, old_size);
+#else
+  (void)fake_stack_save, (void)old_bottom, (void)old_size;
+#endif
+}
+
+// Thrown at a blocked fiber's wait point when the launch is being abandoned, to unwind its stack.
+struct FiberCancelled {};
+
+struct Fiber {
+  ucontext_t context{};
+  FiberState state = FiberState::runnable;
+  bool started = false;
+  Dim3 thread;
+  unsigned linear = 0;
+  WaitKind wait = WaitKind::none;
+  unsigned wait_barrier = 0;
+  CollectiveKind wait_collective = CollectiveKind::shfl_idx;
+  std::uint32_t wait_mask = 0;
+  std::uint32_t collective_result = 0;  // written by the lane that completes the collective
+};
+
+struct Barrier {
+  unsigned expected = 0;  // threads, fixed by the first arrival
+  unsigned arrived = 0;
+  std::vector<unsigned> waiters;
+};
+
+// One warp-collective instruction in flight: the operands of every lane that has arrived.
+struct Collective {
+  CollectiveKind kind = CollectiveKind::shfl_idx;
+  std::uint32_t member_mask = 0;
+  std::uint32_t arrived = 0;
+  std::array<std::uint32_t, warp_size> value{};
+  std::array<std::uint32_t, warp_size> source{};
+  std::array<std::uint32_t, warp_size> clamp{};
+};
+
+struct Warp {
+  std::uint32_t existing_lanes = 0;  // fewer than 32 in the last warp of a CTA whose size is not a multiple
+  std::vector<Collective> open;
+};
+
+std::string format_dim(const Dim3& d) { return fmt::format("({},{},{})", d.x, d.y, d.z); }
+
+// Fiber stacks for one launch: one mmap, each stack with an inaccessible guard page below it.
+class FiberStacks {
+ public:
+  FiberStacks(std::size_t count, std::size_t stack_bytes) {
+    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    stack_bytes_ = (stack_bytes + page - 1) / page * page;
+    stride_ = stack_bytes_ + page;
+    size_ = stride_ * count;
+    void* memory = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (memory == MAP_FAILED) throw EmulationError(fmt::format("emulator: cannot map {} bytes of fiber stacks", size_));
+    base_ = static_cast<std::byte*>(memory);
+    for (std::size_t i = 0; i < count; ++i) mprotect(base_ + i * stride_, page, PROT_NONE);
+  }
+  ~FiberStacks() { munmap(base_, size_); }
+  FiberStacks(const FiberStacks&) = delete;
+  FiberStacks& operator=(const FiberStacks&) = delete;
+
+  void* stack(std::size_t i) const { return base_ + i * stride_ + (stride_ - stack_bytes_); }
+  std::size_t stack_bytes() const { return stack_bytes_; }
+
+ private:
+  std::byte* base_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t stride_ = 0;
+  std::size_t stack_bytes_ = 0;
+};
+
+struct AlignedDelete {
+  void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{128}); }
+};
+
+class Launch;
+thread_local Launch* current_launch = nullptr;
+
+void fiber_entry();
+
+class Launch {
+ public:
+  Launch(const LaunchConfig& config, std::function<void()> body)
+      : config_(config),
+        body_(std::move(body)),
+        thread_count_(static_cast<unsigned>(config.block.count())),
+        stacks_(thread_count_, config.stack_bytes),
+        fibers_(thread_count_),
+        warps_((thread_count_ + warp_size - 1) / warp_size),
+        shared_(static_cast<std::byte*>(::operator new(std::max<std::size_t>(config.shared_bytes, 1),
+                                                       std::align_val_t{128}))) {
+    for (unsigned i = 0; i < thread_count_; ++i) {
+      fibers_[i].linear = i;
+      fibers_[i].thread = {i % config.block.x, i / config.block.x % config.block.y,
+                           i / (config.block.x * config.block.y)};
+    }
+    for (std::size_t w = 0; w < warps_.size(); ++w) {
+      const unsigned lanes = std::min(warp_size, thread_count_ - static_cast<unsigned>(w) * warp_size);
+      warps_[w].existing_lanes = lanes == warp_size ? ~0u : (1u << lanes) - 1u;
+    }
+  }
+
+  void run() {
+    const Dim3& grid = config_.grid;
+    for (unsigned z = 0; z < grid.z; ++z)
+      for (unsigned y = 0; y < grid.y; ++y)
+        for (unsigned x = 0; x < grid.x; ++x) {
+          block_ = {x, y, z};
+          run_block();
+        }
+  }
+
+  // --- What fibers call. ---
+  const std::function<void()>& body() const { return body_; }
+  Fiber& running() { return fibers_[running_]; }
+  const LaunchConfig& config() const { return config_; }
+  const Dim3& block() const { return block_; }
+
+  std::string location() const {
+    return fmt::format("kernel '{}' block {} thread {}", config_.kernel_name, format_dim(block_),
+                       format_dim(fibers_[running_].thread));
+  }
+  [[noreturn]] void fail_here(const std::string& what) const { throw EmulationError(location() + ": " + what); }
+
+  // Called first and last on every fiber, around the kernel body.
+  void fiber_started() { sanitizer_finish_switch(nullptr, &scheduler_stack_bottom_, &scheduler_stack_size_); }
+  void fiber_exiting() { sanitizer_start_switch(nullptr, scheduler_stack_bottom_, scheduler_stack_size_); }
+
+  // Records the first error of the CTA; run_block() rethrows it once the failing fiber has exited.
+  void record_failure(std::string message) {
+    if (!failed_) error_message_ = std::move(message);
+    failed_ = true;
+  }
+
+  void barrier(unsigned id, unsigned thread_count, bool wait) {
+    const char* instruction = wait ? "bar.sync" : "bar.arrive";
+    if (id >= barrier_count) fail_here(fmt::format("{} {}: barrier ids are 0..{}", instruction, id, barrier_count - 1));
+    if (thread_count != 0 && (thread_count % warp_size != 0 || thread_count > thread_count_))
+      fail_here(fmt::format("{} {}, {}: the thread count must be a multiple of {} and at most the CTA's {} threads",
+                            instruction, id, thread_count, warp_size, thread_count_));
+    if (!wait && thread_count == 0)
+      fail_here(fmt::format("bar.arrive {} needs a thread count (PTX requires operand b)", id));
+    const unsigned expected = thread_count == 0 ? thread_count_ : thread_count;
+    Barrier& b = barriers_[id];
+    if (b.arrived == 0) {
+      b.expected = expected;
+    } else if (b.expected != expected) {
+      fail_here(fmt::format("{} {} expecting {} threads while {} threads wait there expecting {}", instruction, id,
+                            expected, b.arrived, b.expected));
+    }
+    if (++b.arrived == b.expected) {
+      for (unsigned waiter : b.waiters) release(fibers_[waiter]);
+      b = Barrier{};
+      return;
+    }
+    if (!wait) return;
+    Fiber& self = running();
+    b.waiters.push_back(self.linear);
+    self.wait = WaitKind::barrier;
+    self.wait_barrier = id;
+    suspend();
+  }
+
+  std::uint32_t collective(CollectiveKind kind, std::uint32_t member_mask, std::uint32_t value,
+                           std::uint32_t source, std::uint32_t clamp) {
+    Fiber& self = running();
+    const unsigned lane = self.linear % warp_size;
+    const std::uint32_t lane_bit = 1u << lane;
+    Warp& warp = warps_[self.linear / warp_size];
+    const char* name = instruction_name(kind);
+    if ((member_mask & lane_bit) == 0)
+      fail_here(fmt::format("{} with member mask {:#010x} that excludes the calling lane {}", name, member_mask, lane));
+    if ((member_mask & ~warp.existing_lanes) != 0)
+      fail_here(fmt::format("{} with member mask {:#010x} names lanes {:#010x} that do not exist (a CTA of {} threads)",
+                            name, member_mask, member_mask & ~warp.existing_lanes, thread_count_));
+    std::size_t slot = warp.open.size();
+    for (std::size_t i = 0; i < warp.open.size(); ++i) {
+      const Collective& other = warp.open[i];
+      if ((other.member_mask & member_mask) == 0) continue;
+      if (other.member_mask != member_mask || other.kind != kind || (other.arrived & lane_bit) != 0)
+        fail_here(fmt::format("mismatched warp collective: lane {} calls {} with member mask {:#010x} while lanes "
+                              "{:#010x} wait in {} with member mask {:#010x}",
+                              lane, name, member_mask, other.arrived, instruction_name(other.kind), other.member_mask));
+      slot = i;
+    }
+    if (slot == warp.open.size()) {
+      warp.open.emplace_back();
+      warp.open.back().kind = kind;
+      warp.open.back().member_mask = member_mask;
+    }
+    Collective& c = warp.open[slot];
+    c.arrived |= lane_bit;
+    c.value[lane] = value;
+    c.source[lane] = source;
+    c.clamp[lane] = clamp;
+    if (c.arrived != c.member_mask) {
+      self.wait = WaitKind::collective;
+      self.wait_collective = kind;
+      self.wait_mask = member_mask;
+      suspend();
+      return self.collective_result;
+    }
+    const unsigned warp_base = self.linear - lane;
+    for (unsigned l = 0; l < warp_size; ++l) {
+      if ((member_mask & (1u << l)) == 0) continue;
+      fibers_[warp_base + l].collective_result = lane_result(c, l);
+    }
+    for (unsigned l = 0; l < warp_size; ++l)
+      if ((member_mask & (1u << l)) != 0 && l != lane) release(fibers_[warp_base + l]);
+    warp.open.erase(warp.open.begin() + static_cast<std::ptrdiff_t>(slot));
+    return self.collective_result;
+  }
+
+  std::byte* shared_memory(std::size_t offset, std::size_t size, std::size_t alignment) const {
+    if (alignment == 0 || offset % alignment != 0)
+      fail_here(fmt::format("shared memory at byte offset {} is not aligned to {} bytes", offset, alignment));
+    if (offset > config_.shared_bytes || size > config_.shared_bytes - offset)
+      fail_here(fmt::format("shared memory bytes [{}, {}) exceed the launch's {} bytes of shared memory", offset,
+                            offset + size, config_.shared_bytes));
+    return shared_.get() + offset;
+  }
+
+ private:
+  // The result for `lane`. Shuffles: PTX ISA "shfl.sync" (9.7.8.6 in ISA 7.x), the source lane j and whether it is in range
+  // (segment mask and clamp from c). Votes: PTX ISA vote.sync, over the lanes of the member mask.
+  std::uint32_t lane_result(const Collective& c, unsigned lane) const {
+    if (c.kind == CollectiveKind::vote_ballot || c.kind == CollectiveKind::vote_all ||
+        c.kind == CollectiveKind::vote_any) {
+      std::uint32_t ballot = 0;
+      for (unsigned l = 0; l < warp_size; ++l)
+        if ((c.member_mask & (1u << l)) != 0 && c.value[l] != 0) ballot |= 1u << l;
+      if (c.kind == CollectiveKind::vote_ballot) return ballot;
+      if (c.kind == CollectiveKind::vote_all) return ballot == c.member_mask ? 1u : 0u;
+      return ballot != 0 ? 1u : 0u;
+    }
+    const int b = static_cast<int>(c.source[lane] & 0x1fu);
+    const int clamp = static_cast<int>(c.clamp[lane] & 0x1fu);
+    const int segmask = static_cast<int>((c.clamp[lane] >> 8) & 0x1fu);
+    const int self = static_cast<int>(lane);
+    const int max_lane = (self & segmask) | (clamp & ~segmask);
+    const int min_lane = self & segmask;
+    int j = self;
+    bool in_range = false;
+    switch (c.kind) {
+      case CollectiveKind::shfl_up: j = self - b; in_range = j >= max_lane; break;
+      case CollectiveKind::shfl_down: j = self + b; in_range = j <= max_lane; break;
+      case CollectiveKind::shfl_bfly: j = self ^ b; in_range = j <= max_lane; break;
+      default: j = min_lane | (b & ~segmask); in_range = j <= max_lane; break;
+    }
+    if (!in_range) j = self;  // out of range: the lane keeps its own value
+    // Reading a lane outside the member mask is undefined in the ISA; the emulator reports it.
+    if ((c.member_mask & (1u << j)) == 0)
+      fail_here(fmt::format("{} with member mask {:#010x}: lane {} reads lane {}, which is not in the mask",
+                            instruction_name(c.kind), c.member_mask, lane, j));
+    return c.value[static_cast<unsigned>(j)];
+  }
+
+  void release(Fiber& fiber) {
+    fiber.state = FiberState::runnable;
+    fiber.wait = WaitKind::none;
+  }
+
+  void suspend() {
+    Fiber& self = running();
+    self.state = FiberState::blocked;
+    void* fake_stack = nullptr;
+    sanitizer_start_switch(&fake_stack, scheduler_stack_bottom_, scheduler_stack_size_);
+    swapcontext(&self.context, &scheduler_);
+    sanitizer_finish_switch(fake_stack, nullptr, nullptr);
+    if (cancelling_) throw FiberCancelled{};
+  }
+
+  void resume(unsigned i) {
+    running_ = i;
+    fibers_[i].started = true;
+    void* fake_stack = nullptr;
+    sanitizer_start_switch(&fake_stack, stacks_.stack(i), stacks_.stack_bytes());
+    swapcontext(&scheduler_, &fibers_[i].context);
+    sanitizer_finish_switch(fake_stack, nullptr, nullptr);
+  }
+
+
+  void run_block() {
+    std::memset(shared_.get(), 0xFF, config_.shared_bytes);  // poison: every float and double reads as NaN
+    for (Barrier& b : barriers_) b = Barrier{};
+    for (Warp& w : warps_) w.open.clear();
+    for (unsigned i = 0; i < thread_count_; ++i) {
+      Fiber& fiber = fibers_[i];
+      fiber.state = FiberState::runnable;
+      fiber.started = false;
+      fiber.wait = WaitKind::none;
+      getcontext(&fiber.context);
+      fiber.context.uc_stack.ss_sp = stacks_.stack(i);
+      fiber.context.uc_stack.ss_size = stacks_.stack_bytes();
+      fiber.context.uc_link = &scheduler_;
+      makecontext(&fiber.context, fiber_entry, 0);
+    }
+    for (;;) {
+      bool progressed = false;
+      for (unsigned i = 0; i < thread_count_; ++i) {
+        if (fibers_[i].state != FiberState::runnable) continue;
+        resume(i);
+        progressed = true;
+        if (failed_) abandon_block(error_message_);
+      }
+      const bool all_exited = std::all_of(fibers_.begin(), fibers_.end(),
+                                          [](const Fiber& f) { return f.state == FiberState::exited; });
+      if (all_exited) return;
+      if (!progressed) abandon_block(deadlock_message());
+    }
+  }
+
+  // Unwinds every suspended fiber of the CTA, then throws message on the caller's side.
+  [[noreturn]] void abandon_block(std::string message) {
+    cancelling_ = true;
+    for (unsigned i = 0; i < thread_count_; ++i) {
+      Fiber& fiber = fibers_[i];
+      if (fiber.state == FiberState::exited) continue;
+      if (fiber.started) resume(i);
+      fiber.state = FiberState::exited;
+    }
+    cancelling_ = false;
+    throw EmulationError(message);
+  }
+
+  std::string wait_description(const Fiber& fiber) const {
+    if (fiber.wait == WaitKind::barrier) {
+      const Barrier& b = barriers_[fiber.wait_barrier];
+      return fmt::format("wait at barrier {} ({} of {} threads arrived)", fiber.wait_barrier, b.arrived, b.expected);
+    }
+    std::uint32_t arrived = 0;
+    for (const Collective& c : warps_[fiber.linear / warp_size].open)
+      if (c.member_mask == fiber.wait_mask) arrived = c.arrived;
+    return fmt::format("wait in {} of warp {} with member mask {:#010x} (lanes arrived {:#010x})",
+                       instruction_name(fiber.wait_collective), fiber.linear / warp_size, fiber.wait_mask, arrived);
+  }
+
+  std::string deadlock_message() const {
+    std::vector<std::pair<std::string, std::vector<unsigned>>> groups;  // in order of first appearance
+    unsigned exited = 0;
+    for (const Fiber& fiber : fibers_) {
+      if (fiber.state == FiberState::exited) {
+        ++exited;
+        continue;
+      }
+      std::string what = wait_description(fiber);
+      auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == what; });
+      if (group == groups.end()) {
+        groups.emplace_back(std::move(what), std::vector<unsigned>{});
+        group = groups.end() - 1;
+      }
+      group->second.push_back(fiber.linear);
+    }
+    std::string message = fmt::format("kernel '{}' block {}: deadlock, no thread can proceed:", config_.kernel_name,
+                                      format_dim(block_));
+    constexpr std::size_t named_threads = 6;
+    for (const auto& [what, threads] : groups) {
+      message += fmt::format(" {} thread{}", threads.size(), threads.size() == 1 ? "" : "s");
+      for (std::size_t i = 0; i < std::min(threads.size(), named_threads); ++i)
+        message += " " + format_dim(fibers_[threads[i]].thread);
+      if (threads.size() > named_threads) message += fmt::format(" and {} more", threads.size() - named_threads);
+      message += " " + what + ";";
+    }
+    message += fmt::format(" {} of {} threads have exited", exited, thread_count_);
+    return message;
+  }
+
+  LaunchConfig config_;
+  std::function<void()> body_;
+  unsigned thread_count_;
+  FiberStacks stacks_;
+  std::vector<Fiber> fibers_;
+  std::vector<Warp> warps_;
+  std::array<Barrier, barrier_count> barriers_{};
+  std::unique_ptr<std::byte, AlignedDelete> shared_;
+  ucontext_t scheduler_{};
+  const void* scheduler_stack_bottom_ = nullptr;  // the calling thread's stack, for the sanitizer
+  std::size_t scheduler_stack_size_ = 0;
+  Dim3 block_;
+  unsigned running_ = 0;
+  bool failed_ = false;
+  bool cancelling_ = false;
+  std::string error_message_;
+};
+
+void fiber_entry() {
+  Launch& launch = *current_launch;
+  Fiber& fiber = launch.running();
+  launch.fiber_started();
+  try {
+    launch.body()();
+  } catch (const FiberCancelled&) {
+    // the launch is abandoned; the stack is unwound
+  } catch (const EmulationError& e) {
+    launch.record_failure(e.what());
+  } catch (const std::exception& e) {
+    launch.record_failure(launch.location() + ": the kernel threw: " + e.what());
+  } catch (...) {
+    launch.record_failure(launch.location() + ": the kernel threw an exception not derived from std::exception");
+  }
+  fiber.state = FiberState::exited;
+  launch.fiber_exiting();
+}  // returns to the scheduler through uc_link
+
+Launch& running_launch(const char* what) {
+  if (current_launch == nullptr) throw EmulationError(fmt::format("emulator: {} called outside a launch", what));
+  return *current_launch;
+}
+
+}  // namespace
+
+void launch(const LaunchConfig& config, std::function<void()> kernel_body) {
+  if (current_launch != nullptr)
+    throw EmulationError(fmt::format("kernel '{}': launched from inside {}", config.kernel_name,
+                                     current_launch->location()));
+  const Dim3& block = config.block;
+  const Dim3& grid = config.grid;
+  if (block.x == 0 || block.y == 0 || block.z == 0 || block.count() > max_block_threads)
+    throw EmulationError(fmt::format("kernel '{}': block {} is empty or has more than {} threads", config.kernel_name,
+                                     format_dim(block), max_block_threads));
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0)
+    throw EmulationError(fmt::format("kernel '{}': empty grid {}", config.kernel_name, format_dim(grid)));
+  if (!kernel_body) throw EmulationError(fmt::format("kernel '{}': no kernel body", config.kernel_name));
+  Launch state(config, std::move(kernel_body));
+  current_launch = &state;
+  try {
+    state.run();
+  } catch (...) {
+    current_launch = nullptr;
+    throw;
+  }
+  current_launch = nullptr;
+}
+
+Dim3 thread_idx() { return running_launch("thread_idx").running().thread; }
+Dim3 block_idx() { return running_launch("block_idx").block(); }
+Dim3 block_dim() { return running_launch("block_dim").config().block; }
+Dim3 grid_dim() { return running_launch("grid_dim").config().grid; }
+unsigned thread_linear_idx() { return running_launch("thread_linear_idx").running().linear; }
+unsigned lane_id() { return thread_linear_idx() % warp_size; }
+unsigned warp_id() { return thread_linear_idx() / warp_size; }
+
+std::string current_location() {
+  return current_launch == nullptr ? std::string("outside any launch") : current_launch->location();
+}
+
+void bar_sync(unsigned id, unsigned thread_count) { running_launch("bar.sync").barrier(id, thread_count, true); }
+void bar_arrive(unsigned id, unsigned thread_count) { running_launch("bar.arrive").barrier(id, thread_count, false); }
+
+std::uint32_t shfl_sync(ShuffleMode mode, std::uint32_t member_mask, std::uint32_t value,
+                        std::uint32_t source_operand, std::uint32_t clamp_segmask) {
+  CollectiveKind kind = CollectiveKind::shfl_idx;
+  switch (mode) {
+    case ShuffleMode::idx: kind = CollectiveKind::shfl_idx; break;
+    case ShuffleMode::up: kind = CollectiveKind::shfl_up; break;
+    case ShuffleMode::down: kind = CollectiveKind::shfl_down; break;
+    case ShuffleMode::bfly: kind = CollectiveKind::shfl_bfly; break;
+  }
+  return running_launch("shfl.sync").collective(kind, member_mask, value, source_operand, clamp_segmask);
+}
+
+std::uint32_t vote_ballot(std::uint32_t member_mask, bool predicate) {
+  return running_launch("vote.sync").collective(CollectiveKind::vote_ballot, member_mask, predicate ? 1u : 0u, 0, 0);
+}
+bool vote_all(std::uint32_t member_mask, bool predicate) {
+  return running_launch("vote.sync").collective(CollectiveKind::vote_all, member_mask, predicate ? 1u : 0u, 0, 0) != 0;
+}
+bool vote_any(std::uint32_t member_mask, bool predicate) {
+  return running_launch("vote.sync").collective(CollectiveKind::vote_any, member_mask, predicate ? 1u : 0u, 0, 0) != 0;
+}
+
+std::byte* shared_memory(std::size_t offset_bytes, std::size_t size_bytes, std::size_t alignment) {
+  return running_launch("shared_memory").shared_memory(offset_bytes, size_bytes, alignment);
+}
+
+void report_out_of_bounds(const char* space, const char* name, std::size_t index, std::size_t size) {
+  throw EmulationError(fmt::format("{}: {} access out of bounds: {}[{}], size {}", current_location(), space, name,
+                                   index, size));
+}
+
+}  // namespace faprobe::emu

@@ -1,0 +1,96 @@
+// The GPU emulator: runs a CUDA launch on the CPU so that kernels written on the instruction layer
+// (cuda/common/isa.hpp) can be verified on machines without a GPU.
+//
+// How it works: launch() runs the grid CTA by CTA in linear block order (x fastest). Each CTA's threads
+// are cooperative fibers (POSIX ucontext) on the calling OS thread, scheduled round robin: a fiber runs
+// until it blocks at a barrier or a warp collective, or exits. A barrier or collective completes when its
+// last participant arrives; that fiber releases the others and carries on. When no fiber can run and some
+// have not exited, the launch is deadlocked and launch() throws EmulationError naming the kernel, block,
+// the stuck threads and what each waits for. An exception thrown by a kernel body is caught at its
+// fiber's entry (it never unwinds across a context switch); the other fibers of the CTA are then resumed
+// with a cancellation that unwinds their stacks, and launch() throws EmulationError on the caller's side.
+//
+// Deviations from hardware, on purpose: barriers count threads, not warps, so a thread that exits while
+// others wait at bar.sync is a deadlock (undefined behaviour in CUDA); warp collectives require every lane
+// of the member mask to arrive with the same mask and instruction, and report a mismatch at once. The
+// schedule is deterministic, so a missing barrier shows as a wrong result only when a thread reads data
+// that nobody has written yet: shared memory is filled with 0xFF bytes (a float NaN) at each CTA start.
+//
+// Costs: one stack per thread of a CTA (LaunchConfig::stack_bytes, default 256 KiB, mmap'd once per
+// launch with a guard page below each, committed only as touched), reused by every CTA; a fiber switch
+// is a swapcontext (~0.1-1 µs, it saves the signal mask), so a 1024-thread CTA costs ~2 switches per
+// thread per barrier. Verification, not speed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace faprobe::emu {
+
+// A CUDA dim3: grid or block extents, and block or thread indices.
+struct Dim3 {
+  unsigned x = 1;
+  unsigned y = 1;
+  unsigned z = 1;
+  std::size_t count() const { return std::size_t{x} * y * z; }
+};
+
+struct LaunchConfig {
+  std::string kernel_name;               // named in every error
+  Dim3 grid;                             // CTAs, run one at a time in linear order
+  Dim3 block;                            // threads per CTA, at most 1024 as on the GPU
+  std::size_t shared_bytes = 0;          // dynamic shared memory per CTA
+  std::size_t stack_bytes = 256 * 1024;  // per-thread fiber stack
+};
+
+// Every error the emulator detects: deadlocks, out-of-bounds accesses, misuse of an instruction, and an
+// exception escaping a kernel body. The message names the kernel, block and thread(s).
+class EmulationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Runs kernel_body once per thread of every CTA of config.grid; returns when the grid has finished.
+// Throws EmulationError on any detected error. Not reentrant: a kernel body may not launch.
+void launch(const LaunchConfig& config, std::function<void()> kernel_body);
+
+// --- What the running thread sees; each throws EmulationError outside a launch. ---
+Dim3 thread_idx();
+Dim3 block_idx();
+Dim3 block_dim();
+Dim3 grid_dim();
+unsigned thread_linear_idx();  // x fastest, as CUDA numbers the threads of a CTA into warps
+unsigned lane_id();            // thread_linear_idx() % 32
+unsigned warp_id();            // thread_linear_idx() / 32
+// "kernel 'name' block (x,y,z) thread (x,y,z)", or "outside any launch".
+std::string current_location();
+
+// --- CTA barriers (PTX bar.sync / bar.arrive; __syncthreads is bar_sync(0, 0)). ---
+inline constexpr unsigned barrier_count = 16;  // named barriers per CTA, ids 0..15
+// Waits until thread_count threads (0: every thread of the CTA) have arrived at barrier id.
+void bar_sync(unsigned id, unsigned thread_count);
+// Counts the calling thread at barrier id without waiting (producer side of a named barrier).
+void bar_arrive(unsigned id, unsigned thread_count);
+
+// --- Warp collectives, with the operands of the PTX instructions. ---
+enum class ShuffleMode { idx, up, down, bfly };
+// shfl.sync.<mode>.b32 d, a, b, c, membermask: value is a, source_operand b (lane, delta or lane mask),
+// clamp_segmask c (clamp value in bits 0-4, segment mask in bits 8-12).
+std::uint32_t shfl_sync(ShuffleMode mode, std::uint32_t member_mask, std::uint32_t value,
+                        std::uint32_t source_operand, std::uint32_t clamp_segmask);
+// vote.sync.ballot.b32: bit i set when lane i of member_mask has predicate true.
+std::uint32_t vote_ballot(std::uint32_t member_mask, bool predicate);
+bool vote_all(std::uint32_t member_mask, bool predicate);
+bool vote_any(std::uint32_t member_mask, bool predicate);
+
+// --- Memory. ---
+// The CTA's dynamic shared memory from offset_bytes, size_bytes long; throws EmulationError when the range
+// exceeds LaunchConfig::shared_bytes or offset_bytes is not a multiple of alignment.
+std::byte* shared_memory(std::size_t offset_bytes, std::size_t size_bytes, std::size_t alignment);
+// Throws EmulationError "<location>: <space> access out of bounds: <name>[index], size <size>".
+[[noreturn]] void report_out_of_bounds(const char* space, const char* name, std::size_t index, std::size_t size);
+
+}  // namespace faprobe::emu
