@@ -7,10 +7,12 @@
 // (cuda/common/emu/emulator.hpp), which runs the same kernel body on the CPU; a call there costs a
 // thread_local lookup, and a barrier or collective a fiber switch per participating thread.
 //
-// Later parts (mma.sync, ldmatrix, cp.async, ex2.approx, vector loads; on Hopper wgmma, TMA, mbarrier,
-// setmaxnreg, elect.sync, stmatrix) follow the same pattern: one function, the ISA section beside it, the
-// PTX under __CUDACC__ and the emulator call otherwise, the lane-to-fragment layout implemented once in
-// the emulator. Named barriers (bar_sync/bar_arrive with an id) are here already for warp specialization.
+// Part 2 (below part 1): the Ampere warp-level matrix instructions mma.sync m16n8k16 (f16, bf16 -> f32) and
+// ldmatrix (x1/x2/x4, .trans), cp.async with commit and wait groups, ex2.approx and 16-byte vector loads.
+// Later parts (on Hopper wgmma, TMA, mbarrier, setmaxnreg, elect.sync, stmatrix) follow the same pattern:
+// one function, the ISA section beside it, the PTX under __CUDACC__ and the emulator call otherwise, the
+// lane-to-fragment layout implemented once in the emulator. Named barriers (bar_sync/bar_arrive with an
+// id) are here already for warp specialization.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +20,7 @@
 #include <cstring>
 #include <type_traits>
 #if !defined(__CUDACC__)
+#include <cmath>
 #include <string>
 #endif
 
@@ -232,6 +235,161 @@ FAPROBE_DEVICE SharedSpan<T> shared_array(std::size_t offset_bytes, std::size_t 
 #else
   return SharedSpan<T>(reinterpret_cast<T*>(emu::shared_memory(offset_bytes, count * sizeof(T), alignof(T))), count);
 #endif
+}
+
+// ======================================== Part 2 ========================================
+
+namespace detail {
+// The 32-bit shared-state-space address of byte offset_bytes of the dynamic shared memory, as the
+// .shared operands of ldmatrix and cp.async take it (PTX ISA "cvta"; __cvta_generic_to_shared).
+#if defined(__CUDACC__)
+FAPROBE_DEVICE std::uint32_t shared_address(std::size_t offset_bytes) {
+  extern __shared__ __align__(128) unsigned char dynamic_shared[];
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(dynamic_shared + offset_bytes));
+}
+#endif
+}  // namespace detail
+
+// --- mma.sync: PTX ISA "Warp-level matrix multiply-accumulate instructions: mma",
+// fragments per "Matrix Fragments for mma.m16n8k16 with floating point type" (implemented in the
+// emulator, emu::mma_m16n8k16). Every lane of the warp calls it; with groupID = lane >> 2 and
+// t = lane % 4: a[0] = A[g][2t..2t+1], a[1] = A[g+8][2t..2t+1], a[2] = A[g][2t+8..2t+9],
+// a[3] = A[g+8][2t+8..2t+9] (A 16x16 row-major, two halves per register, lower column in bits 0-15);
+// b[0] = B[2t..2t+1][g], b[1] = B[2t+8..2t+9][g] (B 16x8, k x n); c and d: [g][2t], [g][2t+1],
+// [g+8][2t], [g+8][2t+1] of the 16x8 fp32 accumulator. D = A·B + C; d may alias c. ---
+FAPROBE_DEVICE void mma_m16n8k16_f16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],
+                                     const float (&c)[4]) {
+#if defined(__CUDACC__)
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%10,%11,%12,%13};"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                 "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#else
+  emu::mma_m16n8k16(emu::MmaInput::f16, a, b, c, d);
+#endif
+}
+// The same with bfloat16 A and B: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, same layouts.
+FAPROBE_DEVICE void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],
+                                      const float (&c)[4]) {
+#if defined(__CUDACC__)
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%10,%11,%12,%13};"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                 "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#else
+  emu::mma_m16n8k16(emu::MmaInput::bf16, a, b, c, d);
+#endif
+}
+
+// --- ldmatrix: PTX ISA "Warp-level matrix load instruction: ldmatrix" (figure
+// "ldmatrix fragment layout"). Loads N = 1, 2 or 4 8x8 matrices of .b16 from shared memory; every lane of
+// the warp calls it. Lanes 0..8N-1 each pass row_offset_bytes, the dynamic-shared-memory byte offset of
+// one 16-byte row (16-byte aligned): lane 8i + r addresses row r of matrix i; the other lanes' offsets
+// are ignored. d[i] receives matrix i's elements (row lane/4, cols 2·(lane%4) and +1), lower column in
+// bits 0-15; with Transpose (.trans) the elements (rows 2·(lane%4) and +1, col lane/4). ---
+template <bool Transpose = false, unsigned N>
+FAPROBE_DEVICE void ldmatrix(std::uint32_t (&d)[N], std::size_t row_offset_bytes) {
+  static_assert(N == 1 || N == 2 || N == 4, "ldmatrix loads 1, 2 or 4 matrices (.x1, .x2, .x4)");
+#if defined(__CUDACC__)
+  const std::uint32_t address = detail::shared_address(row_offset_bytes);
+  if constexpr (N == 1 && !Transpose) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(d[0]) : "r"(address));
+  } else if constexpr (N == 1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(d[0]) : "r"(address));
+  } else if constexpr (N == 2 && !Transpose) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(d[0]), "=r"(d[1]) : "r"(address));
+  } else if constexpr (N == 2) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(d[0]), "=r"(d[1]) : "r"(address));
+  } else if constexpr (!Transpose) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(address));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(address));
+  }
+#else
+  std::uint32_t out[4] = {};
+  emu::ldmatrix(N, Transpose, row_offset_bytes, out);
+  for (unsigned i = 0; i < N; ++i) d[i] = out[i];
+#endif
+}
+
+// --- cp.async: PTX ISA "Data Movement and Conversion Instructions: cp.async", "cp.async.commit_group",
+// "cp.async.wait_group". cp_async_16 copies the 16 bytes of source from element
+// index (16-byte aligned, 16 / sizeof(T) elements, all inside the span) to shared memory at
+// shared_offset_bytes (16-byte aligned), bypassing L1 (.cg). The copy is only guaranteed to have landed
+// after cp_async_commit_group() and a cp_async_wait_group<N>() that leaves at most N newer groups
+// pending, and, for other threads to read it, a barrier. The emulator completes every copy at issue. ---
+template <typename T>
+FAPROBE_DEVICE void cp_async_16(std::size_t shared_offset_bytes, GlobalSpan<const T> source, std::size_t index) {
+  static_assert(16 % sizeof(T) == 0, "cp.async copies 16 bytes of whole elements");
+#if defined(__CUDACC__)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+               ::"r"(detail::shared_address(shared_offset_bytes)), "l"(source.data() + index) : "memory");
+#else
+  (void)source[index + 16 / sizeof(T) - 1];  // bounds check of the last element
+  emu::cp_async(shared_offset_bytes, source.data() + index, 16);
+#endif
+}
+FAPROBE_DEVICE void cp_async_commit_group() {
+#if defined(__CUDACC__)
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#else
+  emu::cp_async_commit_group();
+#endif
+}
+// Waits until at most Pending of the thread's most recent committed groups are still in flight.
+template <unsigned Pending>
+FAPROBE_DEVICE void cp_async_wait_group() {
+#if defined(__CUDACC__)
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
+#else
+  emu::cp_async_wait_group(Pending);
+#endif
+}
+
+// --- ex2.approx.f32: PTX ISA "Floating Point Instructions: ex2": 2^x. Hardware's
+// ex2.approx has a maximum relative error of about 2 ulp (2^-22.5 over the full range); the emulator
+// returns std::exp2, correctly rounded or nearly, so results may differ from the GPU's in the last bits:
+// probes of it compare with a tolerance, never bit for bit. ---
+FAPROBE_DEVICE float ex2_approx(float x) {
+#if defined(__CUDACC__)
+  float y;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return std::exp2(x);
+#endif
+}
+
+// --- 16-byte vector load from global memory: PTX ISA "ld" with .v4.u32 (LDG.128). Reads the
+// 16 bytes from element index (16-byte aligned, all inside the span) as four 32-bit words. ---
+struct alignas(16) Words4 {
+  std::uint32_t word[4];
+};
+template <typename T>
+FAPROBE_DEVICE Words4 load_16(GlobalSpan<const T> source, std::size_t index) {
+  static_assert(16 % sizeof(T) == 0, "a 16-byte load reads whole elements");
+  Words4 out;
+#if defined(__CUDACC__)
+  // A plain 16-byte typed load: nvcc emits ld.global.v4.u32 and the compiler still sees the memory access.
+  const uint4 v = *reinterpret_cast<const uint4*>(source.data() + index);
+  out.word[0] = v.x;
+  out.word[1] = v.y;
+  out.word[2] = v.z;
+  out.word[3] = v.w;
+#else
+  (void)source[index + 16 / sizeof(T) - 1];  // bounds check of the last element
+  const T* first = &source[index];
+  if (reinterpret_cast<std::uintptr_t>(first) % 16 != 0)
+    throw emu::EmulationError(emu::current_location() + ": 16-byte load from " + source.name() + "[" +
+                              std::to_string(index) + "], an address not aligned to 16 bytes");
+  std::memcpy(out.word, first, sizeof out.word);
+#endif
+  return out;
 }
 
 }  // namespace faprobe::cuda::isa

@@ -41,7 +41,17 @@ constexpr unsigned max_block_threads = 1024;  // as on every GPU since sm_20
 
 enum class FiberState { runnable, blocked, exited };
 enum class WaitKind { none, barrier, collective };
-enum class CollectiveKind { shfl_idx, shfl_up, shfl_down, shfl_bfly, vote_ballot, vote_all, vote_any };
+enum class CollectiveKind {
+  shfl_idx, shfl_up, shfl_down, shfl_bfly, vote_ballot, vote_all, vote_any,
+  mma_m16n8k16_f16, mma_m16n8k16_bf16,
+  ldmatrix_x1, ldmatrix_x2, ldmatrix_x4, ldmatrix_x1_trans, ldmatrix_x2_trans, ldmatrix_x4_trans
+};
+// Operand words per lane: a shuffle's value, source and clamp; mma.sync m16n8k16's 4 A, 2 B and 4 C registers.
+constexpr unsigned max_operand_words = 10;
+// Result words per lane: mma.sync's 4 D registers, ldmatrix.x4's 4 registers.
+constexpr unsigned max_result_words = 4;
+using Operands = std::array<std::uint32_t, max_operand_words>;
+using Results = std::array<std::uint32_t, max_result_words>;
 
 const char* instruction_name(CollectiveKind kind) {
   switch (kind) {
@@ -52,6 +62,14 @@ const char* instruction_name(CollectiveKind kind) {
     case CollectiveKind::vote_ballot: return "vote.sync.ballot";
     case CollectiveKind::vote_all: return "vote.sync.all";
     case CollectiveKind::vote_any: return "vote.sync.any";
+    case CollectiveKind::mma_m16n8k16_f16: return "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
+    case CollectiveKind::mma_m16n8k16_bf16: return "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+    case CollectiveKind::ldmatrix_x1: return "ldmatrix.sync.aligned.m8n8.x1.shared.b16";
+    case CollectiveKind::ldmatrix_x2: return "ldmatrix.sync.aligned.m8n8.x2.shared.b16";
+    case CollectiveKind::ldmatrix_x4: return "ldmatrix.sync.aligned.m8n8.x4.shared.b16";
+    case CollectiveKind::ldmatrix_x1_trans: return "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16";
+    case CollectiveKind::ldmatrix_x2_trans: return "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16";
+    case CollectiveKind::ldmatrix_x4_trans: return "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16";
   }
   return "?";
 }
@@ -86,7 +104,9 @@ struct Fiber {
   unsigned wait_barrier = 0;
   CollectiveKind wait_collective = CollectiveKind::shfl_idx;
   std::uint32_t wait_mask = 0;
-  std::uint32_t collective_result = 0;  // written by the lane that completes the collective
+  Results collective_result{};  // written by the lane that completes the collective
+  unsigned cp_async_uncommitted = 0;  // cp.async copies issued since the last commit_group
+  unsigned cp_async_pending_groups = 0;  // committed groups not yet waited for (all complete at issue)
 };
 
 struct Barrier {
@@ -100,9 +120,7 @@ struct Collective {
   CollectiveKind kind = CollectiveKind::shfl_idx;
   std::uint32_t member_mask = 0;
   std::uint32_t arrived = 0;
-  std::array<std::uint32_t, warp_size> value{};
-  std::array<std::uint32_t, warp_size> source{};
-  std::array<std::uint32_t, warp_size> clamp{};
+  std::array<Operands, warp_size> operands{};  // shuffles and votes: value, source operand, clamp_segmask
 };
 
 struct Warp {
@@ -231,8 +249,9 @@ class Launch {
     suspend();
   }
 
-  std::uint32_t collective(CollectiveKind kind, std::uint32_t member_mask, std::uint32_t value,
-                           std::uint32_t source, std::uint32_t clamp) {
+  // Enters the calling lane into the warp collective `kind` with its operand words; returns the lane's
+  // result words once every lane of member_mask has arrived.
+  Results collective(CollectiveKind kind, std::uint32_t member_mask, const Operands& operands) {
     Fiber& self = running();
     const unsigned lane = self.linear % warp_size;
     const std::uint32_t lane_bit = 1u << lane;
@@ -260,9 +279,7 @@ class Launch {
     }
     Collective& c = warp.open[slot];
     c.arrived |= lane_bit;
-    c.value[lane] = value;
-    c.source[lane] = source;
-    c.clamp[lane] = clamp;
+    c.operands[lane] = operands;
     if (c.arrived != c.member_mask) {
       self.wait = WaitKind::collective;
       self.wait_collective = kind;
@@ -271,15 +288,36 @@ class Launch {
       return self.collective_result;
     }
     const unsigned warp_base = self.linear - lane;
-    for (unsigned l = 0; l < warp_size; ++l) {
-      if ((member_mask & (1u << l)) == 0) continue;
-      fibers_[warp_base + l].collective_result = lane_result(c, l);
-    }
+    complete(c, warp_base);
     for (unsigned l = 0; l < warp_size; ++l)
       if ((member_mask & (1u << l)) != 0 && l != lane) release(fibers_[warp_base + l]);
     warp.open.erase(warp.open.begin() + static_cast<std::ptrdiff_t>(slot));
     return self.collective_result;
   }
+
+  // A whole-warp instruction (.aligned, no member mask operand): the calling warp must have 32 lanes.
+  void require_whole_warp(CollectiveKind kind) {
+    const unsigned warp = running().linear / warp_size;
+    if (warps_[warp].existing_lanes != ~0u)
+      fail_here(fmt::format("{} needs a whole warp, but warp {} has only {} threads (a CTA of {} threads)",
+                            instruction_name(kind), warp, thread_count_ - warp * warp_size, thread_count_));
+  }
+
+  // ldmatrix: checks the calling lane's row address before it enters the collective, so the error names it.
+  void check_ldmatrix_row(CollectiveKind kind, unsigned matrices, std::size_t offset) const {
+    const unsigned lane = fibers_[running_].linear % warp_size;
+    if (lane >= 8 * matrices) return;  // its address is ignored
+    if (offset % 16 != 0)
+      fail_here(fmt::format("{}: lane {} supplies row address at shared byte offset {}, not 16-byte aligned",
+                            instruction_name(kind), lane, offset));
+    if (offset > config_.shared_bytes || 16 > config_.shared_bytes - offset)
+      fail_here(fmt::format("{}: lane {} supplies row address at shared bytes [{}, {}), outside the launch's {} bytes "
+                            "of shared memory",
+                            instruction_name(kind), lane, offset, offset + 16, config_.shared_bytes));
+  }
+
+  // cp.async group bookkeeping of the running thread.
+  Fiber& async_state() { return running(); }
 
   std::byte* shared_memory(std::size_t offset, std::size_t size, std::size_t alignment) const {
     if (alignment == 0 || offset % alignment != 0)
@@ -291,6 +329,132 @@ class Launch {
   }
 
  private:
+  // Computes every member lane's result words into its fiber; run by the last lane to arrive.
+  void complete(const Collective& c, unsigned warp_base) {
+    switch (c.kind) {
+      case CollectiveKind::mma_m16n8k16_f16:
+      case CollectiveKind::mma_m16n8k16_bf16: mma_results(c, warp_base); return;
+      case CollectiveKind::ldmatrix_x1:
+      case CollectiveKind::ldmatrix_x2:
+      case CollectiveKind::ldmatrix_x4:
+      case CollectiveKind::ldmatrix_x1_trans:
+      case CollectiveKind::ldmatrix_x2_trans:
+      case CollectiveKind::ldmatrix_x4_trans: ldmatrix_results(c, warp_base); return;
+      default: break;
+    }
+    for (unsigned l = 0; l < warp_size; ++l) {
+      if ((c.member_mask & (1u << l)) == 0) continue;
+      fibers_[warp_base + l].collective_result[0] = lane_result(c, l);
+    }
+  }
+
+  // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32. Fragment layouts: PTX ISA "Matrix
+  // Fragments for mma.m16n8k16 with floating point type", with
+  // groupID = lane >> 2 and threadID_in_group = lane % 4:
+  //   A (16x16, .row), a0..a7 in 4 .b32 registers, low half first: row groupID for a0,a1,a4,a5 and
+  //     groupID + 8 for a2,a3,a6,a7; col threadID_in_group*2 + (i & 1) for a0..a3, + 8 for a4..a7.
+  //   B (16x8, .col), b0..b3 in 2 .b32 registers: row threadID_in_group*2 + (i & 1) for b0,b1, + 8 for
+  //     b2,b3; col groupID.
+  //   C and D (16x8 f32), c0..c3: row groupID for c0,c1 and groupID + 8 for c2,c3; col
+  //     threadID_in_group*2 + (i & 1).
+  // Accumulation order (emulator.hpp): acc = C[m][n], then acc += A[m][k]·B[k][n] for k = 0..15, in fp32.
+  void mma_results(const Collective& c, unsigned warp_base) {
+    const bool bf16 = c.kind == CollectiveKind::mma_m16n8k16_bf16;
+    float a[16][16];
+    float b[16][8];
+    float acc[16][8];
+    for (unsigned lane = 0; lane < warp_size; ++lane) {
+      const Operands& op = c.operands[lane];
+      const unsigned group = lane >> 2;
+      const unsigned thread_in_group = lane % 4;
+      for (unsigned i = 0; i < 8; ++i) {
+        const unsigned row = group + ((i >> 1) & 1u) * 8;  // a2,a3,a6,a7: groupID + 8
+        const unsigned col = thread_in_group * 2 + (i & 1u) + (i >= 4 ? 8 : 0);
+        a[row][col] = half_to_float(op[i / 2], i % 2, bf16);
+      }
+      for (unsigned i = 0; i < 4; ++i) {
+        const unsigned row = thread_in_group * 2 + (i & 1u) + (i >= 2 ? 8 : 0);
+        b[row][group] = half_to_float(op[4 + i / 2], i % 2, bf16);
+      }
+      for (unsigned i = 0; i < 4; ++i) {
+        const unsigned row = group + (i >= 2 ? 8 : 0);
+        const unsigned col = thread_in_group * 2 + (i & 1u);
+        std::memcpy(&acc[row][col], &op[6 + i], sizeof(float));
+      }
+    }
+    for (unsigned m = 0; m < 16; ++m)
+      for (unsigned n = 0; n < 8; ++n)
+        for (unsigned k = 0; k < 16; ++k) {
+          const float product = a[m][k] * b[k][n];  // exact (at most 22 significant bits) unless it underflows
+          acc[m][n] += product;
+        }
+    for (unsigned lane = 0; lane < warp_size; ++lane) {
+      const unsigned group = lane >> 2;
+      const unsigned thread_in_group = lane % 4;
+      Results& d = fibers_[warp_base + lane].collective_result;
+      for (unsigned i = 0; i < 4; ++i)
+        std::memcpy(&d[i], &acc[group + (i >= 2 ? 8 : 0)][thread_in_group * 2 + (i & 1u)], sizeof(float));
+    }
+  }
+
+  // Half `which` (0: bits 0-15, the lower-numbered element) of a .f16x2 or .bf16x2 register as a float.
+  static float half_to_float(std::uint32_t word, unsigned which, bool bf16) {
+    const std::uint32_t h = (word >> (16 * which)) & 0xffffu;
+    std::uint32_t bits = 0;
+    if (bf16) {
+      bits = h << 16;  // bfloat16 is the upper half of a binary32
+    } else {
+      const std::uint32_t sign = (h & 0x8000u) << 16;
+      const std::uint32_t exponent = (h >> 10) & 0x1fu;
+      std::uint32_t mantissa = h & 0x3ffu;
+      if (exponent == 0x1f) {
+        bits = sign | 0x7f800000u | (mantissa << 13);  // infinity or NaN
+      } else if (exponent != 0) {
+        bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+      } else if (mantissa == 0) {
+        bits = sign;
+      } else {  // subnormal: normalize
+        int e = 113;
+        while ((mantissa & 0x400u) == 0) {
+          mantissa <<= 1;
+          --e;
+        }
+        bits = sign | (static_cast<std::uint32_t>(e) << 23) | ((mantissa & 0x3ffu) << 13);
+      }
+    }
+    float value = 0.0f;
+    std::memcpy(&value, &bits, sizeof value);
+    return value;
+  }
+
+  // ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16. PTX ISA "Warp-level matrix load instruction:
+  // ldmatrix" (figure "ldmatrix fragment layout"): row r of matrix i
+  // (8 .b16 elements, 16 bytes) is read from the address in lane 8i + r. Lane l receives in d[i] the
+  // elements (row l/4, cols 2·(l%4) and 2·(l%4)+1) of matrix i, the lower column in bits 0-15; with .trans
+  // the matrix is transposed on the way, so lane l receives (rows 2·(l%4) and 2·(l%4)+1, col l/4).
+  void ldmatrix_results(const Collective& c, unsigned warp_base) {
+    unsigned matrices = 1;
+    if (c.kind == CollectiveKind::ldmatrix_x2 || c.kind == CollectiveKind::ldmatrix_x2_trans) matrices = 2;
+    if (c.kind == CollectiveKind::ldmatrix_x4 || c.kind == CollectiveKind::ldmatrix_x4_trans) matrices = 4;
+    const bool transpose = c.kind == CollectiveKind::ldmatrix_x1_trans ||
+                           c.kind == CollectiveKind::ldmatrix_x2_trans || c.kind == CollectiveKind::ldmatrix_x4_trans;
+    for (unsigned i = 0; i < matrices; ++i) {
+      std::uint16_t m[8][8];
+      for (unsigned r = 0; r < 8; ++r) {
+        const Operands& op = c.operands[8 * i + r];
+        const std::size_t offset = std::size_t{op[0]} | (std::size_t{op[1]} << 32);  // checked at arrival
+        std::memcpy(m[r], shared_.get() + offset, sizeof m[r]);
+      }
+      for (unsigned lane = 0; lane < warp_size; ++lane) {
+        const unsigned row = lane / 4;
+        const unsigned col = 2 * (lane % 4);
+        const std::uint16_t low = transpose ? m[col][row] : m[row][col];
+        const std::uint16_t high = transpose ? m[col + 1][row] : m[row][col + 1];
+        fibers_[warp_base + lane].collective_result[i] = std::uint32_t{low} | (std::uint32_t{high} << 16);
+      }
+    }
+  }
+
   // The result for `lane`. Shuffles: PTX ISA "shfl.sync" (9.7.8.6 in ISA 7.x), the source lane j and whether it is in range
   // (segment mask and clamp from c). Votes: PTX ISA vote.sync, over the lanes of the member mask.
   std::uint32_t lane_result(const Collective& c, unsigned lane) const {
@@ -298,14 +462,14 @@ class Launch {
         c.kind == CollectiveKind::vote_any) {
       std::uint32_t ballot = 0;
       for (unsigned l = 0; l < warp_size; ++l)
-        if ((c.member_mask & (1u << l)) != 0 && c.value[l] != 0) ballot |= 1u << l;
+        if ((c.member_mask & (1u << l)) != 0 && c.operands[l][0] != 0) ballot |= 1u << l;
       if (c.kind == CollectiveKind::vote_ballot) return ballot;
       if (c.kind == CollectiveKind::vote_all) return ballot == c.member_mask ? 1u : 0u;
       return ballot != 0 ? 1u : 0u;
     }
-    const int b = static_cast<int>(c.source[lane] & 0x1fu);
-    const int clamp = static_cast<int>(c.clamp[lane] & 0x1fu);
-    const int segmask = static_cast<int>((c.clamp[lane] >> 8) & 0x1fu);
+    const int b = static_cast<int>(c.operands[lane][1] & 0x1fu);
+    const int clamp = static_cast<int>(c.operands[lane][2] & 0x1fu);
+    const int segmask = static_cast<int>((c.operands[lane][2] >> 8) & 0x1fu);
     const int self = static_cast<int>(lane);
     const int max_lane = (self & segmask) | (clamp & ~segmask);
     const int min_lane = self & segmask;
@@ -322,7 +486,7 @@ class Launch {
     if ((c.member_mask & (1u << j)) == 0)
       fail_here(fmt::format("{} with member mask {:#010x}: lane {} reads lane {}, which is not in the mask",
                             instruction_name(c.kind), c.member_mask, lane, j));
-    return c.value[static_cast<unsigned>(j)];
+    return c.operands[static_cast<unsigned>(j)][0];
   }
 
   void release(Fiber& fiber) {
@@ -359,6 +523,8 @@ class Launch {
       fiber.state = FiberState::runnable;
       fiber.started = false;
       fiber.wait = WaitKind::none;
+      fiber.cp_async_uncommitted = 0;
+      fiber.cp_async_pending_groups = 0;
       getcontext(&fiber.context);
       fiber.context.uc_stack.ss_sp = stacks_.stack(i);
       fiber.context.uc_stack.ss_size = stacks_.stack_bytes();
@@ -526,17 +692,68 @@ std::uint32_t shfl_sync(ShuffleMode mode, std::uint32_t member_mask, std::uint32
     case ShuffleMode::down: kind = CollectiveKind::shfl_down; break;
     case ShuffleMode::bfly: kind = CollectiveKind::shfl_bfly; break;
   }
-  return running_launch("shfl.sync").collective(kind, member_mask, value, source_operand, clamp_segmask);
+  return running_launch("shfl.sync").collective(kind, member_mask, {value, source_operand, clamp_segmask})[0];
 }
 
 std::uint32_t vote_ballot(std::uint32_t member_mask, bool predicate) {
-  return running_launch("vote.sync").collective(CollectiveKind::vote_ballot, member_mask, predicate ? 1u : 0u, 0, 0);
+  return running_launch("vote.sync").collective(CollectiveKind::vote_ballot, member_mask, {predicate ? 1u : 0u})[0];
 }
 bool vote_all(std::uint32_t member_mask, bool predicate) {
-  return running_launch("vote.sync").collective(CollectiveKind::vote_all, member_mask, predicate ? 1u : 0u, 0, 0) != 0;
+  return running_launch("vote.sync").collective(CollectiveKind::vote_all, member_mask, {predicate ? 1u : 0u})[0] != 0;
 }
 bool vote_any(std::uint32_t member_mask, bool predicate) {
-  return running_launch("vote.sync").collective(CollectiveKind::vote_any, member_mask, predicate ? 1u : 0u, 0, 0) != 0;
+  return running_launch("vote.sync").collective(CollectiveKind::vote_any, member_mask, {predicate ? 1u : 0u})[0] != 0;
+}
+
+void mma_m16n8k16(MmaInput input, const std::uint32_t (&a)[4], const std::uint32_t (&b)[2], const float (&c)[4],
+                  float (&d)[4]) {
+  Launch& launch = running_launch("mma.sync");
+  const CollectiveKind kind =
+      input == MmaInput::bf16 ? CollectiveKind::mma_m16n8k16_bf16 : CollectiveKind::mma_m16n8k16_f16;
+  launch.require_whole_warp(kind);
+  Operands operands{a[0], a[1], a[2], a[3], b[0], b[1]};
+  std::memcpy(&operands[6], c, sizeof c);
+  const Results result = launch.collective(kind, ~0u, operands);
+  std::memcpy(d, result.data(), sizeof d);
+}
+
+void ldmatrix(unsigned matrices, bool transpose, std::size_t row_offset_bytes, std::uint32_t (&d)[4]) {
+  Launch& launch = running_launch("ldmatrix");
+  CollectiveKind kind = CollectiveKind::ldmatrix_x1;
+  switch (matrices) {
+    case 1: kind = transpose ? CollectiveKind::ldmatrix_x1_trans : CollectiveKind::ldmatrix_x1; break;
+    case 2: kind = transpose ? CollectiveKind::ldmatrix_x2_trans : CollectiveKind::ldmatrix_x2; break;
+    case 4: kind = transpose ? CollectiveKind::ldmatrix_x4_trans : CollectiveKind::ldmatrix_x4; break;
+    default: launch.fail_here(fmt::format("ldmatrix with {} matrices: PTX allows .x1, .x2 and .x4", matrices));
+  }
+  launch.require_whole_warp(kind);
+  launch.check_ldmatrix_row(kind, matrices, row_offset_bytes);
+  const Operands operands{static_cast<std::uint32_t>(row_offset_bytes),
+                          static_cast<std::uint32_t>(static_cast<std::uint64_t>(row_offset_bytes) >> 32)};
+  const Results result = launch.collective(kind, ~0u, operands);
+  for (unsigned i = 0; i < matrices; ++i) d[i] = result[i];
+}
+
+void cp_async(std::size_t shared_offset_bytes, const void* source, std::size_t bytes) {
+  Launch& launch = running_launch("cp.async");
+  if (bytes != 4 && bytes != 8 && bytes != 16)
+    launch.fail_here(fmt::format("cp.async of {} bytes: PTX allows 4, 8 and 16", bytes));
+  if (reinterpret_cast<std::uintptr_t>(source) % bytes != 0)
+    launch.fail_here(fmt::format("cp.async of {} bytes from a global address not aligned to {} bytes", bytes, bytes));
+  std::memcpy(launch.shared_memory(shared_offset_bytes, bytes, bytes), source, bytes);  // completes at issue
+  ++launch.async_state().cp_async_uncommitted;
+}
+
+void cp_async_commit_group() {
+  Fiber& fiber = running_launch("cp.async.commit_group").async_state();
+  fiber.cp_async_uncommitted = 0;  // an empty group is allowed
+  ++fiber.cp_async_pending_groups;
+}
+
+void cp_async_wait_group(unsigned pending_groups) {
+  Fiber& fiber = running_launch("cp.async.wait_group").async_state();
+  // Every copy has completed at issue; only the count of groups that could still be pending changes.
+  fiber.cp_async_pending_groups = std::min(fiber.cp_async_pending_groups, pending_groups);
 }
 
 std::byte* shared_memory(std::size_t offset_bytes, std::size_t size_bytes, std::size_t alignment) {

@@ -86,6 +86,32 @@ std::uint32_t vote_ballot(std::uint32_t member_mask, bool predicate);
 bool vote_all(std::uint32_t member_mask, bool predicate);
 bool vote_any(std::uint32_t member_mask, bool predicate);
 
+// --- Warp-level matrix instructions: every lane of a whole warp (member mask all 32 lanes, as .aligned
+// requires) passes its own fragment, and receives its own; the layouts are in emulator.cpp beside the code
+// that applies them, with the PTX ISA figure each follows. ---
+enum class MmaInput { f16, bf16 };
+// mma.sync.aligned.m16n8k16.row.col.f32.<input>.<input>.f32 {d0..d3}, {a0..a3}, {b0,b1}, {c0..c3}: D = A·B + C,
+// A 16x16, B 16x8, C and D 16x8 in fp32. Each element of D is accumulated in a fixed order, in fp32:
+// acc = C[m][n]; then acc += A[m][k]·B[k][n] for k = 0, 1, ..., 15, each product exact in fp32 (11- or
+// 8-bit significands; only bf16 products below fp32's range round), each addition rounded to nearest even. Hardware's internal order and precision are
+// unspecified, so only inputs whose partial sums are exact (small integers) must give hardware's bits.
+void mma_m16n8k16(MmaInput input, const std::uint32_t (&a)[4], const std::uint32_t (&b)[2], const float (&c)[4],
+                  float (&d)[4]);
+// ldmatrix.sync.aligned.m8n8.x<matrices>[.trans].shared.b16: matrices is 1, 2 or 4. Lanes 0..8·matrices-1
+// each supply the shared-memory byte offset of one 16-byte row (matrix lane/8, row lane%8), 16-byte aligned
+// and inside the launch's shared memory (else EmulationError naming the lane); the other lanes' offsets
+// are ignored. d[i] receives the lane's register of matrix i; d[matrices..3] are left unchanged.
+void ldmatrix(unsigned matrices, bool transpose, std::size_t row_offset_bytes, std::uint32_t (&d)[4]);
+
+// --- Asynchronous copies: cp.async.cg.shared.global, cp.async.commit_group, cp.async.wait_group. ---
+// The copy of bytes (16 for .cg) from source to shared memory at offset_bytes completes at issue (DESIGN:
+// asynchronous copies complete at issue); the shared range is checked as by shared_memory() with 16-byte
+// alignment. Groups are counted per thread only so that commits and waits in any order are harmless: a
+// wait on a group that does not exist, or on copies never committed, returns at once, as on hardware.
+void cp_async(std::size_t shared_offset_bytes, const void* source, std::size_t bytes);
+void cp_async_commit_group();
+void cp_async_wait_group(unsigned pending_groups);
+
 // --- Memory. ---
 // The CTA's dynamic shared memory from offset_bytes, size_bytes long; throws EmulationError when the range
 // exceeds LaunchConfig::shared_bytes or offset_bytes is not a multiple of alignment.
