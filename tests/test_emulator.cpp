@@ -20,6 +20,7 @@
 
 #include "cuda/common/emu/emulator.hpp"
 #include "cuda/common/isa.hpp"
+#include "emulator_test_support.hpp"
 #include "cuda/probes/warp_probes.cuh"
 
 namespace {
@@ -32,46 +33,11 @@ using faprobe::emu::LaunchConfig;
 namespace isa = faprobe::cuda::isa;
 namespace probes = faprobe::cuda::probes;
 
-// Runs work on its own thread; if it has not finished after the deadline the emulator hangs, and the
-// binary aborts rather than stall the suite.
-void within_deadline(const std::function<void()>& work) {
-  std::packaged_task<void()> task(work);
-  std::future<void> done = task.get_future();
-  std::thread runner(std::move(task));
-  if (done.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
-    std::fprintf(stderr, "emulator launch still running after 30 s: a hang\n");
-    std::abort();
-  }
-  runner.join();
-  done.get();
-}
-
-// The EmulationError message of a launch that must fail ("" if it succeeded).
-std::string launch_error(const LaunchConfig& config, const std::function<void()>& body) {
-  std::string message;
-  within_deadline([&] {
-    try {
-      faprobe::emu::launch(config, body);
-    } catch (const EmulationError& e) {
-      message = e.what();
-    }
-  });
-  return message;
-}
-
-void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {
-  EXPECT_FALSE(message.empty()) << "the launch did not fail";
-  for (const std::string& part : parts) EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;
-}
-
-template <typename T>
-GlobalSpan<T> span_of(std::vector<T>& buffer, const char* name) {
-  return GlobalSpan<T>(buffer.data(), buffer.size(), name);
-}
-template <typename T>
-GlobalSpan<const T> const_span_of(const std::vector<T>& buffer, const char* name) {
-  return GlobalSpan<const T>(buffer.data(), buffer.size(), name);
-}
+using faprobe::emu::testing::const_span_of;
+using faprobe::emu::testing::expect_mentions;
+using faprobe::emu::testing::launch_error;
+using faprobe::emu::testing::span_of;
+using faprobe::emu::testing::within_deadline;
 
 std::vector<float> integer_valued(std::size_t count, std::uint32_t seed) {
   std::mt19937 random(seed);
