@@ -18,6 +18,9 @@ enum class Status { ok, mismatch, skipped, unsupported, failed };
 std::string_view to_string(Status status);
 Status parse_status(std::string_view text);
 
+// The identity of an (implementation, case) pair, used by --resume.
+inline std::string record_key(const std::string& impl, const Case& c) { return impl + " " + c.key(); }
+
 struct TimeStats {
   double median = 0, mean = 0, min = 0, max = 0, q1 = 0, q3 = 0, stddev = 0;
   std::int64_t samples = 0;
@@ -45,7 +48,7 @@ struct Record {
   double bytes() const { return c.min_bytes(); }
   std::optional<double> gflops() const;         // flops / median time
   std::optional<double> gbytes_per_s() const;   // minimum bytes / median time
-  std::string key() const { return impl + " " + c.key(); }  // identity for --resume
+  std::string key() const { return record_key(impl, c); }
 };
 
 void to_json(nlohmann::json& out, const Record& record);

@@ -118,10 +118,7 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
     for (const std::string& name : plan.impls) {
       if (interrupted()) break;
       const Implementation& impl = *find_implementation(name);
-      Record probe;
-      probe.impl = name;
-      probe.c = c;
-      if (done.count(probe.key())) {
+      if (done.count(record_key(name, c))) {
         ++position;
         continue;
       }

@@ -122,30 +122,18 @@ MmaTiles random_tiles(std::size_t tiles, MmaProbeType type, std::uint32_t seed) 
   return t;
 }
 
-// D = A·B + C per tile, in double: the product that mma.sync m16n8k16 computes.
-std::vector<double> host_product(const MmaTiles& t, MmaProbeType type) {
+// D = A·B + C per tile, in double: the product that mma.sync m16n8k16 computes. With `magnitude`, the sum
+// Σ|A·B| + |C| per element instead: the scale of fp32 accumulation error.
+std::vector<double> host_product(const MmaTiles& t, MmaProbeType type, bool magnitude = false) {
+  const auto term = [magnitude](double value) { return magnitude ? std::fabs(value) : value; };
   const std::size_t tiles = t.c.size() / 128;
   std::vector<double> d(t.c.size());
   for (std::size_t tile = 0; tile < tiles; ++tile)
     for (unsigned m = 0; m < 16; ++m)
       for (unsigned n = 0; n < 8; ++n) {
-        double sum = t.c[tile * 128 + m * 8 + n];
+        double sum = term(t.c[tile * 128 + m * 8 + n]);
         for (unsigned k = 0; k < 16; ++k)
-          sum += decode(t.a[tile * 256 + m * 16 + k], type) * decode(t.b[tile * 128 + k * 8 + n], type);
-        d[tile * 128 + m * 8 + n] = sum;
-      }
-  return d;
-}
-// The matrix sum Σ|A·B| + |C| per element, the scale of fp32 accumulation error.
-std::vector<double> host_magnitude(const MmaTiles& t, MmaProbeType type) {
-  const std::size_t tiles = t.c.size() / 128;
-  std::vector<double> d(t.c.size());
-  for (std::size_t tile = 0; tile < tiles; ++tile)
-    for (unsigned m = 0; m < 16; ++m)
-      for (unsigned n = 0; n < 8; ++n) {
-        double sum = std::fabs(t.c[tile * 128 + m * 8 + n]);
-        for (unsigned k = 0; k < 16; ++k)
-          sum += std::fabs(decode(t.a[tile * 256 + m * 16 + k], type) * decode(t.b[tile * 128 + k * 8 + n], type));
+          sum += term(decode(t.a[tile * 256 + m * 16 + k], type) * decode(t.b[tile * 128 + k * 8 + n], type));
         d[tile * 128 + m * 8 + n] = sum;
       }
   return d;
@@ -183,7 +171,7 @@ TEST_P(MmaProbe, RandomInputsWithinTheFp32AccumulationBound) {
   const MmaProbeType type = GetParam();
   const MmaTiles t = random_tiles(5, type, 23);
   const std::vector<double> expected = host_product(t, type);
-  const std::vector<double> magnitude = host_magnitude(t, type);
+  const std::vector<double> magnitude = host_product(t, type, /*magnitude=*/true);
   const std::vector<float> d = run_mma(t, type);
   // 16 additions in fp32, each rounding by at most 2^-24 of a partial sum bounded by the magnitude.
   for (std::size_t i = 0; i < d.size(); ++i)
