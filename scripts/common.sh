@@ -5,7 +5,7 @@ FAPROBE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Debian packages faprobe builds and tests with (the CUDA toolkit is optional and never installed here).
 FAPROBE_PACKAGES=(cmake ninja-build g++ git pkg-config libcli11-dev libfmt-dev libeigen3-dev
-                  nlohmann-json3-dev libgtest-dev python3 python3-matplotlib python3-numpy)
+                  nlohmann-json3-dev libgtest-dev python3 python3-matplotlib python3-numpy python3-pip)
 
 faprobe_install_missing() {
   local missing=()
@@ -26,4 +26,32 @@ faprobe_build() {
     cmake --preset release >&2
   fi
   cmake --build --preset release -j "$(nproc)" "$@" >&2
+}
+
+# In a CUDA build, the static checks of the compiled kernels (tests/test_static_checks.cpp) read them with
+# cuobjdump, which runs nvdisasm. Where the toolkit lacks them, both come from PyPI (nvidia-cuda-cuobjdump,
+# nvidia-cuda-nvdisasm, of the toolkit's major version) into build/tools/cuda-binary-tools, where the test
+# also looks; FAPROBE_CUOBJDUMP names the one to use.
+faprobe_cuda_binary_tools() {
+  local cache="$FAPROBE_ROOT/build/release/CMakeCache.txt"
+  grep -q '^FAPROBE_ENABLE_CUDA:BOOL=ON$' "$cache" 2>/dev/null || return 0
+  local nvcc toolkit_bin tools major candidate
+  nvcc="$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$cache")"
+  toolkit_bin="$(dirname "$nvcc")"
+  if [ -x "$toolkit_bin/cuobjdump" ] && [ -x "$toolkit_bin/nvdisasm" ]; then
+    export FAPROBE_CUOBJDUMP="$toolkit_bin/cuobjdump"
+    return 0
+  fi
+  tools="$FAPROBE_ROOT/build/tools/cuda-binary-tools"
+  if ! compgen -G "$tools/nvidia/*/bin/nvdisasm" >/dev/null; then
+    major="$("$nvcc" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')"
+    echo "faprobe: installing cuobjdump and nvdisasm $major.x from PyPI into build/tools" >&2
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --upgrade \
+      --target "$tools" "nvidia-cuda-cuobjdump==$major.*" "nvidia-cuda-nvdisasm==$major.*" >&2 ||
+      echo "faprobe: could not install cuobjdump; test_static_checks will fail" >&2
+  fi
+  for candidate in "$tools"/nvidia/*/bin/cuobjdump; do
+    if [ -x "$candidate" ]; then export FAPROBE_CUOBJDUMP="$candidate"; fi
+  done
+  return 0
 }

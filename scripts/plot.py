@@ -1,22 +1,27 @@
 #!/usr/bin/python3
 """Plot a faprobe sweep: peak memory, median time and GFLOP/s against sequence length.
 
-Usage: scripts/plot.py RESULTS [--out-dir DIR] [--prefix NAME]
+Usage: scripts/plot.py RESULTS [RESULTS ...] [--out-dir DIR] [--prefix NAME] [--plots LIST]
 
 RESULTS is a `faprobe sweep --json FILE` document (records plus the run's metadata: host, devices,
-command, version, time) or an `--out FILE.jsonl` file (one record per line, schema "faprobe/1").
-Three PNGs are written to DIR (default: the directory of RESULTS), named NAME + memory.png,
-NAME + time.png and NAME + gflops.png (default NAME: the file name of RESULTS without its extension,
-plus "-": results/h200.json -> results/h200-memory.png).
+command, version, time) or an `--out FILE.jsonl` file (one record per line, schema "faprobe/1"); several
+are drawn together (faprobe's records beside a peer's, such as scripts/peers_torch.py's torch.* records).
+The PNGs are written to DIR (default: the directory of the first RESULTS), named NAME + memory.png,
+NAME + time.png and NAME + gflops.png (default NAME: the file name of the first RESULTS without its
+extension, plus "-": results/h200.json -> results/h200-memory.png). --plots chooses among memory, time,
+gflops (the default three) and tflops.
 
   memory  peak memory vs seq_k, log-log, one line per implementation: measured peak for cases that
           ran, the predicted peak of skipped cases as hollow markers on a dashed line, and O(S), O(S^2)
           guide slopes anchored at the first measured point.
   time    median time vs seq, log-log, error bars from the first to the third quartile.
   gflops  GFLOP/s vs seq, log x (log y too when implementations differ by more than 100x).
+  tflops  TFLOP/s vs seq, one figure per (dtype, head_dim, mask): NAME + tflops-bf16-d128-causal.png;
+          peers' lines (implementations not named cpu.*, cuda.* or emu.*) dashed.
 
 When records span several shapes (batch, heads, head_dim, dtype, mask, mode, ... differ), each shape gets
-its own line with a compact label, or its own panel when there would be too many lines.
+its own line with a compact label, or its own panel when there would be too many lines. When batch · seq
+is constant along lines (a fixed token count, as in configs/h200-quick.json), lines are keyed by tokens.
 
 Needs Python 3 with matplotlib and numpy only; on Debian: apt-get install python3-matplotlib
 python3-numpy, and run it with the system interpreter (/usr/bin/python3 scripts/plot.py ...) if the
@@ -36,7 +41,7 @@ MEASURED = ("ok", "mismatch")  # statuses whose record carries measurements
 SAME = "="  # stands for seq_q == seq_k in a line's identity
 
 # Case fields in the order labels show them; fields not listed (added later) follow alphabetically.
-AXIS_ORDER = ("seq_q", "seq_k", "batch", "heads", "kv_heads", "head_dim", "dtype", "mask", "mode", "seed")
+AXIS_ORDER = ("seq_q", "seq_k", "tokens", "batch", "heads", "kv_heads", "head_dim", "dtype", "mask", "mode", "seed")
 
 
 class InputError(Exception):
@@ -195,6 +200,8 @@ def axis_parts(items, shown):
             parts.append(str(value))
         elif name == "seed":
             parts.append(f"seed {value}")
+        elif name == "tokens":
+            parts.append(f"{fmt_count(value)} tokens")
         else:
             parts.append(f"{name}={value}")
     return parts
@@ -264,17 +271,31 @@ def build_series(records):
     seq_q = {r["case"]["seq_q"] for r in records}
     x_axis = "seq_q" if len(seq_k) == 1 and len(seq_q) > 1 else "seq_k"
 
-    series = {}
-    for index, record in enumerate(records):
-        case = record["case"]
+    def identity_of(case, tokens):
         identity = []
         for name, value in case.items():
-            if name == x_axis:
+            if name == x_axis or (tokens and name == "batch"):
                 continue
             if name == "seq_q" and value == case["seq_k"]:
                 value = SAME
             identity.append((name, hashable(value)))
-        identity = tuple(sorted(identity))
+        if tokens:
+            identity.append(("tokens", case["batch"] * case[x_axis]))
+        return tuple(sorted(identity))
+
+    # A sweep that keeps batch · seq fixed (configs/h200-quick.json: 16k tokens per call) would give one
+    # point per line; when batch · seq is the same along every line, lines are keyed by tokens, not batch.
+    lines = {}
+    for record in records:
+        without_batch = tuple(item for item in identity_of(record["case"], False) if item[0] != "batch")
+        lines.setdefault((record["impl"], without_batch), []).append(record["case"])
+    tokens = any(len({c["batch"] for c in cases}) > 1 for cases in lines.values()) and all(
+        len({c["batch"] * c[x_axis] for c in cases}) == 1 for cases in lines.values())
+
+    series = {}
+    for index, record in enumerate(records):
+        case = record["case"]
+        identity = identity_of(case, tokens)
         key = (record["impl"], identity)
         if key not in series:
             series[key] = Series(record["impl"], identity, index)
@@ -600,23 +621,88 @@ class Plotter:
                     note="FLOPs = 4·batch·heads·seq_q·avg_k·head_dim (causal: visible keys only) / median time")
         self.save(fig, path)
 
+    def tflops(self, path):
+        """TFLOP/s vs seq: faprobe's implementations as solid lines, peers (torch.* from peers_torch.py) dashed."""
+        fig, panels = self.figure("TFLOP/s vs sequence length")
+
+        def rate(record):
+            value = number(record, "tflops")
+            median, flops = number(record.get("time_s"), "median"), number(record, "flops")
+            if value is None and median and flops:
+                value = flops / median * 1e-12
+            return value
+
+        xs, ys, any_mismatch, any_peer = [], [], False, False
+        for line in self.series:
+            ax = self.panel_of(panels, line)
+            color, marker = self.style(line)
+            points = line.points(MEASURED, rate)
+            if not points:
+                continue
+            peer = is_peer(line.impl)
+            any_peer |= peer
+            ax.plot([p[0] for p in points], [p[1] for p in points], color=color, marker=marker, markersize=5,
+                    linewidth=1.4 if peer else 1.8, linestyle="--" if peer else "-", label=self.label(line))
+            any_mismatch |= self.mark_mismatches(ax, points)
+            xs += [p[0] for p in points]
+            ys += [p[1] for p in points]
+        log_y = bool(ys) and max(ys) / min(ys) > 100
+        note = "FLOPs = 4·batch·heads·seq_q·avg_k·head_dim (causal: visible keys only) / median time"
+        if any_peer:
+            note = "dashed: PyTorch SDPA backends (scripts/peers_torch.py) · " + note
+        self.finish(fig, panels, "TFLOP/s" + (" (log scale)" if log_y else ""), ys, xs, lambda v: f"{v:,.4g}",
+                    log_y=log_y, extra_handles=self.mismatch_handle(any_mismatch), note=note)
+        self.save(fig, path)
+
+
+def is_peer(impl):
+    """Records of other programs (peers_torch.py writes torch.flash, ...) rather than faprobe's own."""
+    return impl.split(".")[0] not in ("cpu", "cuda", "emu")
+
+
+def tflops_groups(records):
+    """(file suffix, records) per (dtype, head_dim, mask): one TFLOP/s figure each."""
+    groups = {}
+    for record in records:
+        case = record["case"]
+        key = (str(case.get("dtype")), case.get("head_dim"), str(case.get("mask")))
+        groups.setdefault(key, []).append(record)
+    return [(f"tflops-{dtype}-d{head_dim}-{'causal' if mask == 'causal' else 'nomask'}", group)
+            for (dtype, head_dim, mask), group in sorted(groups.items(), key=lambda item: str(item[0]))
+            if any(r["status"] in MEASURED for r in group)]
+
+
+PLOTS = ("memory", "time", "gflops", "tflops")
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="plot.py", description="Plot a faprobe sweep (memory, time, GFLOP/s vs sequence length).")
-    parser.add_argument("results", metavar="RESULTS", help="faprobe --json document or --out JSONL file")
+    parser.add_argument("results", metavar="RESULTS", nargs="+",
+                        help="faprobe --json documents or --out JSONL files (records of peers too), drawn together")
     parser.add_argument("--out-dir", metavar="DIR", help="where the PNGs go (default: the directory of RESULTS)")
     parser.add_argument("--prefix", metavar="NAME",
-                        help="file name prefix (default: RESULTS' name without extension, plus '-')")
+                        help="file name prefix (default: the first RESULTS' name without extension, plus '-')")
+    parser.add_argument("--plots", default="memory,time,gflops",
+                        help=f"which plots, comma-separated from {', '.join(PLOTS)} (default: memory,time,gflops)")
     args = parser.parse_args(argv)
+    plots = [name.strip() for name in args.plots.split(",") if name.strip()]
+    if not plots or any(name not in PLOTS for name in plots):
+        print(f"plot.py: --plots '{args.plots}': allowed {', '.join(PLOTS)}", file=sys.stderr)
+        return 2
 
+    records, metadata = [], {}
     try:
-        records, metadata = load_results(args.results)
-        if not records:
-            raise InputError(f"{args.results}: no records")
+        for path in args.results:
+            file_records, file_metadata = load_results(path)
+            if not file_records:
+                raise InputError(f"{path}: no records")
+            records += file_records
+            metadata = metadata or file_metadata  # the first --json document's host, devices, version
     except InputError as error:
         print(f"plot.py: {error}", file=sys.stderr)
         return 2
+    source = " + ".join(os.path.basename(path) for path in args.results)
 
     try:
         import matplotlib
@@ -630,19 +716,27 @@ def main(argv=None):
               "python3-numpy, then run it with /usr/bin/python3", file=sys.stderr)
         return 1
 
-    out_dir = args.out_dir if args.out_dir is not None else (os.path.dirname(args.results) or ".")
-    prefix = args.prefix if args.prefix is not None else os.path.splitext(os.path.basename(args.results))[0] + "-"
+    first = args.results[0]
+    out_dir = args.out_dir if args.out_dir is not None else (os.path.dirname(first) or ".")
+    prefix = args.prefix if args.prefix is not None else os.path.splitext(os.path.basename(first))[0] + "-"
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as error:
         print(f"plot.py: --out-dir {out_dir}: cannot create ({error.strerror or error})", file=sys.stderr)
         return 2
 
-    plotter = Plotter(plt, ticker, Line2D, records, metadata, args.results)
-    for name in ("memory", "time", "gflops"):
+    figures = []  # (file name without prefix, plotter, method)
+    plotter = Plotter(plt, ticker, Line2D, records, metadata, source)
+    for name in plots:
+        if name != "tflops":
+            figures.append((name, plotter, name))
+            continue
+        for suffix, group in tflops_groups(records):
+            figures.append((suffix, Plotter(plt, ticker, Line2D, group, metadata, source), "tflops"))
+    for name, drawer, method in figures:
         path = os.path.join(out_dir, f"{prefix}{name}.png")
         try:
-            getattr(plotter, name)(path)
+            getattr(drawer, method)(path)
         except OSError as error:
             print(f"plot.py: {path}: cannot write ({error.strerror or error})", file=sys.stderr)
             return 2

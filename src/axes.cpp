@@ -24,7 +24,7 @@ const std::vector<std::string>& setting_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> all = axis_keys();
     for (const char* key : {"warmup", "min_samples", "max_noise", "min_time", "max_time", "mem_limit", "verify",
-                            "flush_l2", "threads", "description"})
+                            "flush_l2", "threads", "isolate", "isolate_timeout", "description"})
       all.emplace_back(key);
     return all;
   }();
@@ -58,15 +58,36 @@ void SettingsSource::load_config_text(const std::string& text, const std::string
     throw UsageError(fmt::format("--config {}: invalid JSON: {}", origin,
                                  at == std::string::npos ? message : message.substr(at)));
   }
+  load_config_object(config, origin, /*nested=*/false);
+}
+
+void SettingsSource::load_config_object(const nlohmann::json& config, const std::string& origin, bool nested) {
   if (!config.is_object()) {
     throw UsageError(fmt::format("--config {}: expected a JSON object of settings, got {}", origin, config.type_name()));
   }
   for (const auto& [raw_key, value] : config.items()) {
     std::string key = raw_key;
     std::replace(key.begin(), key.end(), '-', '_');
+    if (key == "parts" && !nested) {
+      if (!value.is_array() || value.empty()) {
+        throw UsageError(fmt::format("--config {}: \"parts\" must be a non-empty array of objects", origin));
+      }
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        SettingsSource part;
+        part.load_config_object(value[i], fmt::format("{} parts[{}]", origin, i), /*nested=*/true);
+        for (const auto& [part_key, part_value] : part.values()) {
+          if (std::find(axis_keys().begin(), axis_keys().end(), part_key) == axis_keys().end()) {
+            throw UsageError(fmt::format("{}: a part may only set axes ({}), not a measurement setting",
+                                         part_value.origin, fmt::join(axis_keys(), ", ")));
+          }
+        }
+        parts_.push_back(std::move(part));
+      }
+      continue;
+    }
     if (std::find(setting_keys().begin(), setting_keys().end(), key) == setting_keys().end()) {
-      throw UsageError(fmt::format("--config {}: unknown key \"{}\" (allowed: {})", origin, raw_key,
-                                   fmt::join(setting_keys(), ", ")));
+      throw UsageError(fmt::format("--config {}: unknown key \"{}\" (allowed: {}{})", origin, raw_key,
+                                   fmt::join(setting_keys(), ", "), nested ? "" : ", parts"));
     }
     if (key == "description") continue;
     const std::string where = fmt::format("--config {}: \"{}\"", origin, raw_key);
@@ -136,21 +157,30 @@ MeasureSettings measure_settings(const SettingsSource& source) {
 
 }  // namespace
 
-Plan make_plan(const SettingsSource& source) {
-  Plan plan;
-  plan.measure = measure_settings(source);
+namespace {
 
+// True when `name` is `pattern`, or pattern is "prefix.*" and name starts with "prefix.".
+bool name_matches(const std::string& pattern, const std::string& name) {
+  if (pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, ".*") == 0)
+    return name.compare(0, pattern.size() - 1, pattern, 0, pattern.size() - 1) == 0;
+  return pattern == name;
+}
+
+PlanPart make_part(const SettingsSource& source) {
+  PlanPart plan;
   if (const auto* value = find(source, "impl")) {
-    for (const std::string& name : parse_name_list(value->text, value->origin)) {
-      if (!find_implementation(name)) {
-        throw UsageError(fmt::format("{}: unknown implementation '{}' (allowed: {})", value->origin, name,
-                                     fmt::join(implementation_names(), ", ")));
+    const auto named = parse_name_list(value->text, value->origin);
+    for (const std::string& pattern : named) {
+      const auto names = implementation_names();
+      if (std::none_of(names.begin(), names.end(), [&](const std::string& name) { return name_matches(pattern, name); })) {
+        throw UsageError(fmt::format("{}: unknown implementation '{}' (allowed: {}, or a prefix like cpu.*)",
+                                     value->origin, pattern, fmt::join(names, ", ")));
       }
     }
     // Registry order, so tables read the same whatever order the flag gave.
-    const auto named = parse_name_list(value->text, value->origin);
     for (const std::string& name : implementation_names())
-      if (std::find(named.begin(), named.end(), name) != named.end()) plan.impls.push_back(name);
+      if (std::any_of(named.begin(), named.end(), [&](const std::string& pattern) { return name_matches(pattern, name); }))
+        plan.impls.push_back(name);
   } else {
     plan.impls = implementation_names();
   }
@@ -201,6 +231,44 @@ Plan make_plan(const SettingsSource& source) {
                       if (seen.insert(c.key()).second) plan.cases.push_back(c);
                     }
           }
+  return plan;
+}
+
+bool from_flag(const SettingsSource::Value& value) { return value.origin.rfind("--config ", 0) != 0; }
+
+}  // namespace
+
+std::size_t Plan::size() const {
+  std::size_t total = 0;
+  for (const PlanPart& part : parts) total += part.impls.size() * part.cases.size();
+  return total;
+}
+
+Plan make_plan(const SettingsSource& source) {
+  Plan plan;
+  plan.measure = measure_settings(source);
+  plan.impls_named = source.has("impl") && from_flag(source.values().at("impl"));
+  if (source.parts().empty()) plan.parts.push_back(make_part(source));
+  for (const SettingsSource& part : source.parts()) {
+    // The config's own axes, then the part's, then flags (which override every part).
+    SettingsSource merged;
+    for (const auto& [key, value] : source.values())
+      if (!from_flag(value)) merged.set(key, value.text, value.origin);
+    for (const auto& [key, value] : part.values()) merged.set(key, value.text, value.origin);
+    for (const auto& [key, value] : source.values())
+      if (from_flag(value)) merged.set(key, value.text, value.origin);
+    plan.parts.push_back(make_part(merged));
+  }
+  std::set<std::string> seen;
+  for (const std::string& name : implementation_names())
+    for (const PlanPart& part : plan.parts)
+      if (std::find(part.impls.begin(), part.impls.end(), name) != part.impls.end()) {
+        plan.impls.push_back(name);
+        break;
+      }
+  for (const PlanPart& part : plan.parts)
+    for (const Case& c : part.cases)
+      if (seen.insert(c.key()).second) plan.cases.push_back(c);
   return plan;
 }
 

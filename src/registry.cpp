@@ -1,6 +1,7 @@
 #include "registry.hpp"
 
 #include "cpu/factories.hpp"
+#include "cuda/factories.hpp"
 
 namespace faprobe {
 
@@ -13,6 +14,10 @@ const std::vector<std::unique_ptr<Implementation>>& implementations() {
     list.push_back(cpu::make_tiled());
     list.push_back(cpu::make_decode());
     list.push_back(cpu::make_decode_splitk());
+    list.push_back(cuda::make_naive(cuda::Target::gpu));
+    list.push_back(cuda::make_fa1(cuda::Target::gpu));
+    list.push_back(cuda::make_naive(cuda::Target::emulator));
+    list.push_back(cuda::make_fa1(cuda::Target::emulator));
     return list;
   }();
   return all;

@@ -5,12 +5,16 @@
 // line in registry.cpp.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "axes.hpp"
 #include "case.hpp"
+#include "host_info.hpp"
+#include "memory.hpp"
 #include "tensor.hpp"
 
 namespace faprobe {
@@ -25,10 +29,15 @@ struct MachineRates {
 class PreparedCase {
  public:
   virtual ~PreparedCase() = default;
-  virtual double timed_run() = 0;           // one call, seconds (wall clock on the CPU)
+  // Called once after prepare with the run's measure settings (e.g. flush_l2 for GPU timing).
+  virtual void configure(const MeasureSettings& settings) { (void)settings; }
+  virtual double timed_run() = 0;           // one call, seconds (wall clock on the CPU, CUDA events on a GPU)
   virtual const HostTensor& output() = 0;   // O on the host, after at least one run
   virtual const AttentionInputs* host_inputs() const { return nullptr; }  // for --save
   virtual nlohmann::json details() const { return nlohmann::json::object(); }
+  // Peak and workspace bytes of a case whose memory lives on a device (the GPU's pool), read after the
+  // runs; nullopt: host memory, counted by the runner's tracker.
+  virtual std::optional<MemoryCounters> device_memory() const { return std::nullopt; }
 };
 
 class Implementation {
@@ -40,6 +49,12 @@ class Implementation {
   virtual std::uint64_t predicted_bytes(const Case& c) const = 0;
   virtual double predicted_seconds(const Case& c, const MachineRates& rates) const = 0;
   virtual bool timed() const { return true; }  // emulated implementations are checked, never timed
+  // GPU implementations run each case in a child process by default (--isolate), so that an error that
+  // poisons the CUDA context (an illegal address) spoils only that case.
+  virtual bool isolate_by_default() const { return false; }
+  // The default --mem-limit for this implementation's device: free host memory, or free device memory,
+  // less a margin.
+  virtual std::uint64_t default_memory_limit() const { return default_host_memory_limit(); }
   virtual std::unique_ptr<PreparedCase> prepare(const Case& c) const = 0;
 };
 

@@ -1,6 +1,8 @@
 // Axes and configs: expansion into cases, flags overriding configs, and errors naming file, key, line.
 #include <fstream>
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "axes.hpp"
@@ -88,11 +90,55 @@ TEST(Axes, ErrorsNameTheFileKeyAndPosition) {
 }
 
 TEST(Axes, ShippedConfigsParse) {
-  for (const char* name : {"cpu-default", "ci-verify", "seed-table", "decode"}) {
+  int configs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(FAPROBE_SOURCE_DIR) + "/configs")) {
+    if (entry.path().extension() != ".json") continue;
+    ++configs;
     SettingsSource source;
-    source.load_config_file(std::string(FAPROBE_SOURCE_DIR) + "/configs/" + name + ".json");
-    EXPECT_FALSE(make_plan(source).cases.empty()) << name;
+    source.load_config_file(entry.path().string());
+    const Plan plan = make_plan(source);
+    EXPECT_FALSE(plan.cases.empty()) << entry.path();
+    for (const PlanPart& part : plan.parts) EXPECT_FALSE(part.impls.empty()) << entry.path();
   }
+  EXPECT_GE(configs, 7);  // cpu-default, ci-verify, seed-table, decode, gpu-verify, h200-quick, seed-table-gpu
+}
+
+// "parts": each part is the config's axes overridden by the part's; flags override every part; a part
+// names implementations by prefix; a part may not set a measurement setting.
+TEST(Axes, ConfigPartsTieAxesTogetherAndFlagsOverrideThem) {
+  SettingsSource source;
+  source.load_config_text(R"({"heads": 2, "head_dim": 64, "parts": [
+      {"impl": "cpu.*", "seq": 256, "batch": 4},
+      {"impl": "emu.fa1", "seq": "512,1024", "batch": 1, "dtype": "fp16"}]})", "parts.json");
+  Plan plan = make_plan(source);
+  ASSERT_EQ(plan.parts.size(), 2u);
+  EXPECT_EQ(plan.parts[0].impls, (std::vector<std::string>{"cpu.naive", "cpu.tiled", "cpu.decode", "cpu.decode-splitk"}));
+  ASSERT_EQ(plan.parts[0].cases.size(), 1u);
+  EXPECT_EQ(plan.parts[0].cases[0].batch, 4);
+  EXPECT_EQ(plan.parts[0].cases[0].heads, 2);  // from the config's own axes
+  EXPECT_EQ(plan.parts[1].impls, (std::vector<std::string>{"emu.fa1"}));
+  ASSERT_EQ(plan.parts[1].cases.size(), 2u);
+  EXPECT_EQ(plan.parts[1].cases[1].seq_k, 1024);
+  EXPECT_EQ(plan.parts[1].cases[1].dtype, DType::fp16);
+  EXPECT_EQ(plan.cases.size(), 3u);
+  EXPECT_EQ(plan.size(), 4u + 2u);
+  EXPECT_FALSE(plan.impls_named);  // a config's "impl" is not the command line's --impl
+
+  source.set("head_dim", "128", "--head-dim");  // a flag wins over every part
+  source.set("impl", "cpu.tiled,emu.fa1", "--impl");
+  plan = make_plan(source);
+  EXPECT_TRUE(plan.impls_named);
+  for (const PlanPart& part : plan.parts) {
+    EXPECT_EQ(part.impls.size(), 2u);
+    for (const Case& c : part.cases) EXPECT_EQ(c.head_dim, 128);
+  }
+
+  SettingsSource bad;
+  EXPECT_THROW(bad.load_config_text(R"({"parts": [{"max_time": 3}]})", "bad.json"), UsageError);
+  EXPECT_THROW(bad.load_config_text(R"({"parts": []})", "bad.json"), UsageError);
+  SettingsSource unknown;
+  unknown.load_config_text(R"({"parts": [{"impl": "gpu.*"}]})", "unknown.json");
+  EXPECT_THROW(make_plan(unknown), UsageError);
 }
 
 }  // namespace

@@ -1,13 +1,19 @@
 // The command line end to end: the faprobe binary on tiny configs, its files, its exit statuses, one-line
-// errors for bad input, --save + verify of files, and a sweep interrupted midway then resumed.
+// errors for bad input, --save + verify of files, a sweep interrupted midway then resumed, --strict, the
+// list's devices and backend table, and faults with and without --isolate (planted through the
+// FAPROBE_TEST_FAULT hook of src/runner.hpp).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -46,9 +52,10 @@ class Cli : public ::testing::Test {
 
   fs::path path(const std::string& name) const { return directory_ / name; }
 
-  // Runs `faprobe ARGS` in the test's directory through the shell; captures stdout and stderr.
-  Result faprobe(const std::string& args) const {
-    const std::string command = "cd '" + directory_.string() + "' && '" FAPROBE_BINARY "' " + args + " >stdout.txt 2>stderr.txt";
+  // Runs `ENV faprobe ARGS` in the test's directory through the shell; captures stdout and stderr.
+  Result faprobe(const std::string& args, const std::string& env = "") const {
+    const std::string command =
+        "cd '" + directory_.string() + "' && " + env + " '" FAPROBE_BINARY "' " + args + " >stdout.txt 2>stderr.txt";
     const int raw = std::system(command.c_str());
     Result result;
     result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -78,6 +85,8 @@ TEST_F(Cli, SweepWritesEveryFormatWithTheSchemaFields) {
   for (const char* field : {"version", "git_revision", "command", "time", "host", "devices", "rates"}) {
     EXPECT_TRUE(document.contains(field)) << field;
   }
+  ASSERT_TRUE(document["devices"].is_array());
+  EXPECT_TRUE(!document["devices"].empty() || !document["no_device_reason"].get<std::string>().empty());
   ASSERT_EQ(document["records"].size(), 4u);
   for (const auto& record : document["records"]) {
     EXPECT_EQ(record["status"], "ok");
@@ -94,12 +103,83 @@ TEST_F(Cli, SweepWritesEveryFormatWithTheSchemaFields) {
   EXPECT_NE(read_file(path("r.md")).find("| cpu.naive |"), std::string::npos);
 }
 
-TEST_F(Cli, ListShowsImplementationsAndSupport) {
+// The part of `text` from `begin` up to `end` (both searched for; "" when `begin` is missing).
+std::string between(const std::string& text, const std::string& begin, const std::string& end) {
+  const std::size_t from = text.find(begin);
+  if (from == std::string::npos) return "";
+  const std::size_t to = text.find(end, from + begin.size());
+  return text.substr(from, to == std::string::npos ? std::string::npos : to - from);
+}
+
+// Whether some line of `text`, its spaces removed, is `squeezed`.
+bool has_line(const std::string& text, const std::string& squeezed) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    line.erase(std::remove(line.begin(), line.end(), ' '), line.end());
+    if (line == squeezed) return true;
+  }
+  return false;
+}
+
+// The implementation's entry in `list --json`, and its probe for one combination.
+const nlohmann::json& listed(const nlohmann::json& listing, const std::string& name) {
+  for (const auto& entry : listing["implementations"])
+    if (entry["name"] == name) return entry;
+  throw std::runtime_error("not listed: " + name);
+}
+
+const nlohmann::json& probe_of(const nlohmann::json& entry, const std::string& dtype, int head_dim,
+                               const std::string& mode, bool aligned) {
+  for (const auto& probe : entry["support"])
+    if (probe["dtype"] == dtype && probe["head_dim"] == head_dim && probe["mode"] == mode &&
+        probe["mask"] == "causal" && probe["aligned"] == aligned)
+      return probe;
+  throw std::runtime_error("no probe");
+}
+
+TEST_F(Cli, ListShowsDevicesAndTheBackendTableWithReasons) {
   const Result run = faprobe("list --json");
   ASSERT_EQ(run.status, 0) << run.err;
   const nlohmann::json listing = nlohmann::json::parse(run.out);
   ASSERT_GE(listing["implementations"].size(), 4u);
   EXPECT_EQ(listing["implementations"][0]["name"], "cpu.naive");
+  // Devices: the CUDA devices, or none and why.
+  ASSERT_TRUE(listing["devices"].is_array());
+  if (listing["devices"].empty()) {
+    EXPECT_FALSE(listing["no_device_reason"].get<std::string>().empty());
+  } else {
+    for (const char* field : {"name", "compute_capability", "sm_count", "memory_total_bytes", "l2_bytes"})
+      EXPECT_TRUE(listing["devices"][0].contains(field)) << field;
+  }
+  EXPECT_FALSE(listing["host"]["cpu_model"].get<std::string>().empty());
+  // Every implementation: 4 dtypes × 8 head dims × 2 masks × 2 modes × 2 alignments, each with its answer.
+  for (const auto& entry : listing["implementations"]) {
+    EXPECT_EQ(entry["support"].size(), 256u) << entry["name"];
+    for (const auto& probe : entry["support"])
+      EXPECT_EQ(probe["supported"].get<bool>(), probe["reason"].get<std::string>().empty()) << probe.dump();
+  }
+  const auto& tiled = listed(listing, "cpu.tiled");
+  EXPECT_TRUE(probe_of(tiled, "fp32", 100, "prefill", false)["supported"].get<bool>());
+  EXPECT_FALSE(probe_of(tiled, "fp8_e4m3", 128, "prefill", true)["supported"].get<bool>());
+  const auto& decode = listed(listing, "cpu.decode");
+  EXPECT_TRUE(probe_of(decode, "bf16", 72, "decode", false)["supported"].get<bool>());
+  const std::string prefill_reason = probe_of(decode, "bf16", 72, "prefill", true)["reason"];
+  EXPECT_FALSE(prefill_reason.empty());
+
+  // The terminal table: rows split by mode only for the implementation where the mode matters, and the
+  // reasons under the blocks.
+  const Result table = faprobe("list");
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("devices:"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("  cuda "), std::string::npos) << table.out;
+  const std::string decode_text = between(table.out, "\ncpu.decode (", "\ncpu.decode-splitk (");
+  EXPECT_TRUE(has_line(decode_text, "fp32prefill✗✗✗✗✗✗✗✗")) << decode_text;
+  EXPECT_TRUE(has_line(decode_text, "fp32decode✓✓✓✓✓✓✓✓")) << decode_text;
+  EXPECT_NE(decode_text.find("✗ " + prefill_reason), std::string::npos) << decode_text;
+  const std::string tiled_text = between(table.out, "\ncpu.tiled (", "\ncpu.decode (");
+  EXPECT_EQ(tiled_text.find("prefill"), std::string::npos) << tiled_text;  // the mode changes nothing there
+  EXPECT_TRUE(has_line(tiled_text, "fp32✓✓✓✓✓✓✓✓")) << tiled_text;
+  EXPECT_TRUE(has_line(tiled_text, "fp8_e4m3✗✗✗✗✗✗✗✗")) << tiled_text;
 }
 
 TEST_F(Cli, BadInputIsOneLineAndExitStatusTwo) {
@@ -119,6 +199,9 @@ TEST_F(Cli, BadInputIsOneLineAndExitStatusTwo) {
       {"sweep --resume", "--resume needs --out"},
       {"sweep --no-such-flag", "no-such-flag"},
       {"run --seq 17,64 --impl cpu.tiled", "one case"},
+      {"sweep --isolate --no-isolate", "excludes"},
+      {"sweep --isolate-timeout 0", "--isolate-timeout"},
+      {"run --isolated-child not-a-job", "not a job"},
       {"verify --q q.npy --k k.npy --v v.npy --o o.npy", "--q q.npy"},
       {"", "subcommand"},
   };
@@ -139,7 +222,26 @@ TEST_F(Cli, UnsupportedAndOverLimitCasesAreRecordedWithReasons) {
   EXPECT_EQ(records[0].status, Status::skipped);
   EXPECT_NE(records[0].reason.find("needs 8.9 GB, limit 100.0 MB"), std::string::npos) << records[0].reason;
   EXPECT_EQ(records[1].status, Status::unsupported);
-  EXPECT_EQ(faprobe("sweep --impl cpu.decode --seq 64 --strict --out s.jsonl").status, 2);
+}
+
+TEST_F(Cli, StrictMakesAnUnsupportedPairAnErrorInSweepVerifyAndRun) {
+  const std::string tiny = " --seq 64 --heads 2 --head-dim 16 --min-samples 1 --min-time 0 --max-time 1";
+  for (const std::string command : {"sweep", "verify", "run"}) {
+    const Result strict = faprobe(command + " --impl cpu.decode --strict --out s.jsonl" + tiny);
+    EXPECT_EQ(strict.status, 2) << command << "\n" << strict.err;
+    EXPECT_NE(strict.err.find("--strict: cpu.decode does not support"), std::string::npos) << command << strict.err;
+    EXPECT_EQ(std::count(strict.err.begin(), strict.err.end(), '\n'), 1) << command << "\n" << strict.err;
+    const Result lenient = faprobe(command + " --impl cpu.decode --out l.jsonl" + tiny);
+    EXPECT_EQ(lenient.status, 0) << command << "\n" << lenient.err;
+    const auto records = read_jsonl(path("l.jsonl").string());
+    ASSERT_EQ(records.size(), 1u) << command;
+    EXPECT_EQ(records[0].status, Status::unsupported) << command;
+    fs::remove(path("l.jsonl"));
+  }
+  // --strict screens every pair before running any: the supported cpu.tiled pair did not run either.
+  const Result mixed = faprobe("sweep --impl cpu.tiled,cpu.decode --strict --out m.jsonl" + tiny);
+  EXPECT_EQ(mixed.status, 2) << mixed.err;
+  EXPECT_TRUE(!fs::exists(path("m.jsonl")) || read_file(path("m.jsonl")).empty());
 }
 
 TEST_F(Cli, SavedOutputsVerifyAndACorruptedOutputDoesNot) {
@@ -234,6 +336,112 @@ TEST_F(Cli, InterruptedSweepKeepsFinishedRecordsAndResumeDoesNotRedoThem) {
     EXPECT_EQ(nlohmann::json(after[i]), nlohmann::json(before[i]));
   }
   EXPECT_NE(resumed.err.find(std::to_string(before.size()) + " resumed"), std::string::npos) << resumed.err;
+}
+
+constexpr const char* kTwoCases = " --impl cpu.tiled --seq 17,64 --heads 2 --head-dim 16 --min-samples 2 "
+                                  "--min-time 0 --max-noise 100 --max-time 1 --warmup 0 --out r.jsonl";
+
+TEST_F(Cli, AThrowingCaseIsAFailedRecordAndTheSweepGoesOn) {
+  for (const std::string isolation : {"", " --isolate"}) {
+    fs::remove(path("r.jsonl"));
+    const Result run = faprobe("sweep" + isolation + kTwoCases, "FAPROBE_TEST_FAULT=throw@17");
+    EXPECT_EQ(run.status, 1) << isolation << run.err;  // DESIGN.md: a failed case is exit status 1
+    const auto records = read_jsonl(path("r.jsonl").string());
+    ASSERT_EQ(records.size(), 2u) << isolation;
+    EXPECT_EQ(records[0].c.seq_k, 17);
+    EXPECT_EQ(records[0].status, Status::failed);
+    EXPECT_NE(records[0].reason.find("planted error (throw)"), std::string::npos) << records[0].reason;
+    EXPECT_EQ(records[1].status, Status::ok) << records[1].reason;
+    EXPECT_EQ(records[1].details.value("isolated", false), !isolation.empty()) << records[1].details.dump();
+  }
+}
+
+TEST_F(Cli, IsolatedCrashAndHangAreFailedRecordsAndTheNextCaseRuns) {
+  const Result crash = faprobe("sweep --isolate" + std::string(kTwoCases), "FAPROBE_TEST_FAULT=crash@17");
+  EXPECT_EQ(crash.status, 1) << crash.err;
+  auto records = read_jsonl(path("r.jsonl").string());
+  ASSERT_EQ(records.size(), 2u) << crash.err;
+  EXPECT_EQ(records[0].status, Status::failed);
+  EXPECT_EQ(records[0].reason, "child exited with signal 11 (SIGSEGV)");
+  EXPECT_EQ(records[0].impl, "cpu.tiled");
+  EXPECT_EQ(records[1].status, Status::ok) << records[1].reason;
+  EXPECT_TRUE(records[1].verify && records[1].verify->passed);
+  EXPECT_GE(records[1].time->samples, 2);  // measured in the child like in the parent
+
+  fs::remove(path("r.jsonl"));
+  const auto start = std::chrono::steady_clock::now();
+  const Result hang = faprobe("sweep --isolate --isolate-timeout 2" + std::string(kTwoCases),
+                              "FAPROBE_TEST_FAULT=hang@17");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(hang.status, 1) << hang.err;
+  records = read_jsonl(path("r.jsonl").string());
+  ASSERT_EQ(records.size(), 2u) << hang.err;
+  EXPECT_EQ(records[0].status, Status::failed);
+  EXPECT_EQ(records[0].reason, "timed out after 2 s (isolated)");
+  EXPECT_EQ(records[1].status, Status::ok) << records[1].reason;
+  EXPECT_LT(seconds, 30.0);
+
+  // The config key does what the flag does, and the flag overrides it.
+  write("isolated.json", R"({"isolate": true, "isolate_timeout": 2})");
+  fs::remove(path("r.jsonl"));
+  EXPECT_EQ(faprobe("sweep --config isolated.json" + std::string(kTwoCases), "FAPROBE_TEST_FAULT=hang@17").status, 1);
+  records = read_jsonl(path("r.jsonl").string());
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].reason, "timed out after 2 s (isolated)");
+  fs::remove(path("r.jsonl"));
+  EXPECT_EQ(faprobe("sweep --config isolated.json --no-isolate" + std::string(kTwoCases),
+                    "FAPROBE_TEST_FAULT=throw@17").status, 1);
+  records = read_jsonl(path("r.jsonl").string());
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_FALSE(records[0].details.value("isolated", false));
+
+  // run and verify isolate the same way.
+  const Result run = faprobe("run --isolate --impl cpu.tiled --seq 17 --heads 2 --head-dim 16 --min-samples 1 "
+                             "--min-time 0", "FAPROBE_TEST_FAULT=crash");
+  EXPECT_EQ(run.status, 1) << run.err;
+  EXPECT_NE(run.out.find("child exited with signal 11 (SIGSEGV)"), std::string::npos) << run.out;
+  const Result verify = faprobe("verify --isolate --impl cpu.tiled --seq 17,64 --heads 2 --head-dim 16 --out v.jsonl",
+                                "FAPROBE_TEST_FAULT=crash@64");
+  EXPECT_EQ(verify.status, 1) << verify.err;
+  records = read_jsonl(path("v.jsonl").string());
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].status, Status::ok) << records[0].reason;
+  EXPECT_EQ(records[1].reason, "child exited with signal 11 (SIGSEGV)");
+}
+
+TEST_F(Cli, InterruptingAnIsolatedCaseStopsItsChildAndRecordsNothingForIt) {
+  const pid_t parent = fork();
+  ASSERT_GE(parent, 0);
+  if (parent == 0) {
+    if (chdir(directory_.c_str()) != 0) _exit(99);
+    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(99);
+    setenv("FAPROBE_TEST_FAULT", "hang@64", 1);
+    execl("/bin/sh", "sh", "-c", ("exec '" FAPROBE_BINARY "' sweep --isolate" + std::string(kTwoCases)).c_str(),
+          static_cast<char*>(nullptr));
+    _exit(98);
+  }
+  // The first case (seq 17) finishes; the second hangs in its child until the interrupt.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && read_file(path("r.jsonl")).empty())
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill(parent, SIGINT);
+  const auto interrupted_at = std::chrono::steady_clock::now();
+  int raw = 0;
+  while (waitpid(parent, &raw, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() - interrupted_at > std::chrono::seconds(20)) {
+      kill(parent, SIGKILL);
+      waitpid(parent, &raw, 0);
+      FAIL() << "the interrupted sweep did not exit";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 130);
+  const auto records = read_jsonl(path("r.jsonl").string());
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].c.seq_k, 17);
+  EXPECT_EQ(records[0].status, Status::ok);
 }
 
 }  // namespace

@@ -1,11 +1,31 @@
-// faprobe list: the implementations, the devices found, and what each implementation supports: a table
-// of dtype × mode × mask with the reason where a combination is refused (no silent fallback).
+// faprobe list: the devices found (the CPU, and each CUDA device or why there is none) and the backend
+// table: which cases each implementation supports, and why not (its supports(case) reason; no silent
+// fallback).
+//
+// The table probes every combination of dtype (fp32, fp16, bf16, fp8_e4m3) × head_dim (64, 72, 80, 96,
+// 100, 128, 192, 256) × mask (none, causal) × mode (prefill, decode) × sequence alignment (lengths a
+// multiple of 128: 1024, or not: 1000), at batch 1 and 8 heads. `list --json` carries every probe.
+// On the terminal each implementation is one block, laid out by this rule:
+//   - columns are the head dims; rows are the dtypes, each row split by mode, by mask and by alignment
+//     only where that axis changes some answer for this implementation (so cpu.decode gets prefill and
+//     decode rows, and an implementation that ignores the mask gets one row per dtype);
+//   - a cell is ✓ (supported) or ✗ (refused); the distinct reasons for ✗ are listed under the block,
+//     those that differ only in the head_dim or dtype merged ("not 72/80/96");
+//   - an implementation that refuses everything for one reason (cuda.* without a GPU) is one line.
+// So a block is as small as the implementation's rules allow (six lines for a CPU kernel), and every
+// refusal keeps its reason.
+#include <algorithm>
+#include <array>
+#include <cctype>
 #include <iostream>
 #include <memory>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "host_info.hpp"
 #include "range.hpp"
 #include "registry.hpp"
@@ -13,60 +33,217 @@
 namespace faprobe::cli {
 namespace {
 
-// Representative cases for the support table.
-std::vector<Case> support_probes() {
-  std::vector<Case> probes;
-  for (Mode mode : {Mode::prefill, Mode::decode})
-    for (DType dtype : {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3})
-      for (Mask mask : {Mask::none, Mask::causal}) {
-        Case c;
-        c.mode = mode;
-        c.dtype = dtype;
-        c.mask = mask;
-        c.seq_q = mode == Mode::decode ? 1 : 1024;
-        c.head_dim = 128;
-        probes.push_back(c);
-      }
+constexpr std::array kDTypes = {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3};
+constexpr std::array<std::int64_t, 8> kHeadDims = {64, 72, 80, 96, 100, 128, 192, 256};
+constexpr std::array kMasks = {Mask::none, Mask::causal};
+constexpr std::array kModes = {Mode::prefill, Mode::decode};
+constexpr std::array kAligned = {true, false};  // sequence lengths 1024 (a multiple of 128) or 1000
+
+// One probe of the table and its answer.
+struct Probe {
+  Case c;
+  bool aligned = true;
+  std::string reason;  // "" when supported
+};
+
+// Every probe of one implementation, in the order of the loops below (dtype, mode, mask, aligned, head_dim).
+std::vector<Probe> probe(const Implementation& impl) {
+  std::vector<Probe> probes;
+  for (DType dtype : kDTypes)
+    for (Mode mode : kModes)
+      for (Mask mask : kMasks)
+        for (bool aligned : kAligned)
+          for (std::int64_t head_dim : kHeadDims) {
+            Probe p;
+            p.c.mode = mode;
+            p.c.dtype = dtype;
+            p.c.mask = mask;
+            p.c.head_dim = head_dim;
+            p.c.seq_k = aligned ? 1024 : 1000;
+            p.c.seq_q = mode == Mode::decode ? 1 : p.c.seq_k;
+            p.aligned = aligned;
+            p.reason = impl.supports(p.c);
+            probes.push_back(std::move(p));
+          }
   return probes;
+}
+
+// The row axes besides dtype, in the order a row label names them.
+enum Axis { kMode, kMask, kAlignment, kAxes };
+
+int axis_value(const Probe& p, Axis axis) {
+  switch (axis) {
+    case kMode: return int(p.c.mode);
+    case kMask: return int(p.c.mask);
+    case kAlignment: return p.aligned ? 0 : 1;
+    case kAxes: break;
+  }
+  return 0;
+}
+
+// Whether changing `axis` alone changes some answer.
+bool axis_matters(const std::vector<Probe>& probes, Axis axis) {
+  for (const Probe& a : probes)
+    for (const Probe& b : probes) {
+      bool same_elsewhere = a.c.dtype == b.c.dtype && a.c.head_dim == b.c.head_dim;
+      for (int other = 0; other < kAxes; ++other)
+        if (other != axis)
+          same_elsewhere = same_elsewhere && axis_value(a, Axis(other)) == axis_value(b, Axis(other));
+      if (same_elsewhere && a.reason.empty() != b.reason.empty()) return true;
+    }
+  return false;
+}
+
+std::string row_label(const Probe& p, const std::array<bool, kAxes>& split) {
+  std::string label(to_string(p.c.dtype));
+  if (split[kMode]) label += fmt::format(" {}", to_string(p.c.mode));
+  if (split[kMask]) label += fmt::format(" {}", to_string(p.c.mask));
+  if (split[kAlignment]) label += p.aligned ? " aligned" : " unaligned";
+  return label;
+}
+
+// Where `word` last occurs in `text` as a whole word (not inside a longer name or number), or npos.
+std::size_t last_word(const std::string& text, const std::string& word) {
+  auto part_of_word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.'; };
+  for (std::size_t at = text.rfind(word); at != std::string::npos;) {
+    const std::size_t end = at + word.size();
+    if ((at == 0 || !part_of_word(text[at - 1])) && (end == text.size() || !part_of_word(text[end]))) return at;
+    at = at == 0 ? std::string::npos : text.rfind(word, at - 1);
+  }
+  return std::string::npos;
+}
+
+// The distinct reasons of the refused probes, in order of appearance, with reasons that differ only in the
+// probe's head_dim (or else its dtype) merged: "..., not 72" and "..., not 80" become "..., not 72/80".
+std::vector<std::string> distinct_reasons(const std::vector<Probe>& probes) {
+  struct Group {
+    std::string before, after;        // the reason around the merged value
+    std::vector<std::string> values;  // in order of appearance
+  };
+  std::vector<Group> groups;
+  for (const Probe& p : probes) {
+    if (p.reason.empty()) continue;
+    std::string value = std::to_string(p.c.head_dim);
+    std::size_t at = last_word(p.reason, value);
+    if (at == std::string::npos) {
+      value = std::string(to_string(p.c.dtype));
+      at = last_word(p.reason, value);
+    }
+    Group group;
+    if (at == std::string::npos) {
+      group.before = p.reason;  // nothing to merge: the reason itself
+    } else {
+      group.before = p.reason.substr(0, at);
+      group.after = p.reason.substr(at + value.size());
+    }
+    const auto same = [&](const Group& g) { return g.before == group.before && g.after == group.after; };
+    auto it = std::find_if(groups.begin(), groups.end(), same);
+    if (it == groups.end()) it = groups.insert(groups.end(), group);
+    if (at != std::string::npos && std::find(it->values.begin(), it->values.end(), value) == it->values.end())
+      it->values.push_back(value);
+  }
+  std::vector<std::string> reasons;
+  for (const Group& group : groups)
+    reasons.push_back(fmt::format("{}{}{}", group.before, fmt::join(group.values, "/"), group.after));
+  return reasons;
+}
+
+void print_block(const Implementation& impl, const std::vector<Probe>& probes) {
+  std::string traits = impl.timed() ? "timed" : "checked, not timed";
+  if (impl.isolate_by_default()) traits += ", isolated by default";
+  fmt::print("{} ({}; {})\n", impl.name(), impl.device(), traits);
+
+  const std::vector<std::string> reasons = distinct_reasons(probes);
+  const bool none_supported =
+      std::all_of(probes.begin(), probes.end(), [](const Probe& p) { return !p.reason.empty(); });
+  if (none_supported && reasons.size() == 1) {
+    fmt::print("  ✗ every case: {}\n\n", reasons.front());
+    return;
+  }
+
+  std::array<bool, kAxes> split{};
+  for (int axis = 0; axis < kAxes; ++axis) split[axis] = axis_matters(probes, Axis(axis));
+  // Rows: the probes with the first value of every axis not split, grouped by their label.
+  std::vector<std::pair<std::string, std::string>> rows;  // label, cells
+  for (const Probe& p : probes) {
+    bool shown = true;
+    for (int axis = 0; axis < kAxes; ++axis) shown = shown && (split[axis] || axis_value(p, Axis(axis)) == 0);
+    if (!shown) continue;
+    const std::string label = row_label(p, split);
+    if (rows.empty() || rows.back().first != label) rows.emplace_back(label, "");
+    rows.back().second += p.reason.empty() ? "   ✓" : "   ✗";  // ✓ and ✗ are one column wide: padded by hand
+  }
+  std::size_t label_width = 0;
+  for (const auto& row : rows) label_width = std::max(label_width, row.first.size());
+  std::string header;
+  for (std::int64_t head_dim : kHeadDims) header += fmt::format("{:>4}", head_dim);
+  fmt::print("  {:<{}}{}   (head_dim)\n", "", label_width, header);
+  for (const auto& [label, cells] : rows) fmt::print("  {:<{}}{}\n", label, label_width, cells);
+  for (const std::string& reason : reasons) fmt::print("  ✗ {}\n", reason);
+  fmt::print("\n");
+}
+
+template <class Enum, std::size_t N>
+nlohmann::json names_of(const std::array<Enum, N>& values) {
+  nlohmann::json names = nlohmann::json::array();
+  for (Enum value : values) names.push_back(to_string(value));
+  return names;
 }
 
 int run_list(bool json) {
   const HostInfo host = host_info();
-  nlohmann::json listing{{"devices", nlohmann::json::array({{{"name", host.cpu_model}, {"kind", "cpu"},
-                                                             {"cores", host.cores},
-                                                             {"memory_bytes", host.memory_total_bytes}}})},
-                         {"implementations", nlohmann::json::array()}};
+  const DeviceScan scan = scan_devices();
+  nlohmann::json listing{{"host", host},
+                         {"devices", scan.devices},
+                         {"implementations", nlohmann::json::array()},
+                         {"probes", {{"dtypes", names_of(kDTypes)},
+                                     {"head_dims", kHeadDims},
+                                     {"masks", names_of(kMasks)},
+                                     {"modes", names_of(kModes)},
+                                     {"seq_aligned", 1024},
+                                     {"seq_unaligned", 1000},
+                                     {"batch", Case{}.batch},
+                                     {"heads", Case{}.heads}}}};
+  if (scan.devices.empty()) listing["no_device_reason"] = scan.no_device_reason;
+  std::vector<std::vector<Probe>> probes_of;
   for (const auto& impl : implementations()) {
-    nlohmann::json entry{{"name", impl->name()}, {"device", impl->device()}, {"timed", impl->timed()},
+    probes_of.push_back(probe(*impl));
+    nlohmann::json entry{{"name", impl->name()},
+                         {"device", impl->device()},
+                         {"timed", impl->timed()},
+                         {"isolate_by_default", impl->isolate_by_default()},
                          {"support", nlohmann::json::array()}};
-    for (const Case& probe : support_probes()) {
-      const std::string why = impl->supports(probe);
-      entry["support"].push_back({{"mode", to_string(probe.mode)}, {"dtype", to_string(probe.dtype)},
-                                  {"mask", to_string(probe.mask)}, {"supported", why.empty()}, {"reason", why}});
+    for (const Probe& p : probes_of.back()) {
+      entry["support"].push_back({{"mode", to_string(p.c.mode)},
+                                  {"dtype", to_string(p.c.dtype)},
+                                  {"mask", to_string(p.c.mask)},
+                                  {"head_dim", p.c.head_dim},
+                                  {"seq_q", p.c.seq_q},
+                                  {"seq_k", p.c.seq_k},
+                                  {"aligned", p.aligned},
+                                  {"supported", p.reason.empty()},
+                                  {"reason", p.reason}});
     }
-    listing["implementations"].push_back(entry);
+    listing["implementations"].push_back(std::move(entry));
   }
   if (json) {
     std::cout << listing.dump(2) << "\n";
     return 0;
   }
-  fmt::print("devices:\n  cpu: {} ({} cores, {})\n  cuda: not built into this binary\n\n", host.cpu_model,
-             host.cores, format_bytes(double(host.memory_total_bytes)));
-  fmt::print("implementations (head_dim 128, no mask; ✓ supported, ✗ refused, with the reason below):\n");
-  fmt::print("  {:<18} {:<6} | prefill fp32 fp16 bf16  fp8 | decode fp32 fp16 bf16  fp8\n", "name", "device");
-  for (const auto& entry : listing["implementations"]) {
-    std::string cells[2];  // each cell is 5 columns wide; ✓/✗ are one column (not padded by fmt)
-    std::vector<std::string> reasons;
-    for (const auto& support : entry["support"]) {
-      if (support["mask"] != "none") continue;
-      cells[support["mode"] == "decode" ? 1 : 0] += support["supported"].get<bool>() ? "    ✓" : "    ✗";
-      const std::string reason = support["reason"];
-      if (!reason.empty() && std::find(reasons.begin(), reasons.end(), reason) == reasons.end()) reasons.push_back(reason);
-    }
-    fmt::print("  {:<18} {:<6} |        {} |       {}\n", entry["name"].get<std::string>(),
-               entry["device"].get<std::string>(), cells[0], cells[1]);
-    for (const std::string& reason : reasons) fmt::print("      ✗ {}\n", reason);
+
+  fmt::print("devices:\n  cpu      {} ({} cores, {})\n", host.cpu_model, host.cores,
+             format_bytes(double(host.memory_total_bytes)));
+  if (scan.devices.empty()) fmt::print("  cuda     none: {}\n", scan.no_device_reason);
+  for (const auto& device : scan.devices) {
+    fmt::print("  cuda {:<3} {}: compute capability {}, {} SMs, {}, L2 {}\n", device["index"].get<int>(),
+               device["name"].get<std::string>(), device["compute_capability"].get<std::string>(),
+               device["sm_count"].get<int>(), format_bytes(device["memory_total_bytes"].get<double>()),
+               format_bytes(device["l2_bytes"].get<double>()));
   }
+  fmt::print("\nimplementations: ✓ supported, ✗ refused (the reasons follow each block); rows split by mode, mask,\n"
+             "or alignment (aligned: sequence lengths 1024, a multiple of 128; unaligned: 1000) only where that\n"
+             "changes an answer; `faprobe list --json` has every probe.\n\n");
+  for (std::size_t i = 0; i < implementations().size(); ++i) print_block(*implementations()[i], probes_of[i]);
   return 0;
 }
 
@@ -74,8 +251,8 @@ int run_list(bool json) {
 
 void setup_list(CLI::App& app, int& exit_status) {
   auto json = std::make_shared<bool>(false);
-  CLI::App* sub = app.add_subcommand("list", "implementations, devices found, and what each supports");
-  sub->add_flag("--json", *json, "print JSON");
+  CLI::App* sub = app.add_subcommand("list", "devices found, implementations, and what each supports (and why not)");
+  sub->add_flag("--json", *json, "print JSON: the devices and every probe of the support table");
   sub->callback([json, &exit_status] { exit_status = run_list(*json); });
 }
 

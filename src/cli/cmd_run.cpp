@@ -1,5 +1,7 @@
 // faprobe run: one implementation on one case, measured and verified like a sweep; --save DIR also writes
 // the inputs and the output as q.npy k.npy v.npy o.npy (plus case.json) so another program can check them.
+// The hidden `run --isolated-child JOB` is the child process of --isolate (runner.hpp): it runs the one
+// pair JOB describes and prints its record; nothing else on the command line is read.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -19,6 +21,7 @@ struct RunCommandOptions {
   SettingsOptions settings;
   OutputOptions output;
   std::string save_dir;
+  std::string isolated_child_job;  // hidden: this process is an --isolate child
 };
 
 void save_case(const Implementation& impl, const Case& c, const std::string& directory) {
@@ -36,7 +39,9 @@ void save_case(const Implementation& impl, const Case& c, const std::string& dir
 }
 
 int run_run(RunCommandOptions& options) {
-  const Plan plan = make_plan(settings_source(options.settings, nullptr, nullptr));
+  if (!options.isolated_child_job.empty()) return run_isolated_child(options.isolated_child_job, std::cout);
+  const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
+  const Plan plan = make_plan(source);
   if (options.settings.options.at("impl")->count() == 0 || plan.impls.size() != 1) {
     throw UsageError("run needs exactly one --impl NAME (see `faprobe list`)");
   }
@@ -44,7 +49,7 @@ int run_run(RunCommandOptions& options) {
     throw UsageError(fmt::format("run takes one case, the axes give {}; use `faprobe sweep` for several",
                                  plan.cases.size()));
   }
-  RunOptions run = make_run_options(plan, options.output, /*timing=*/true);
+  RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/true);
   run.show_unsupported = true;
   const RunSummary summary = run_and_report(plan, run);
   if (!options.save_dir.empty() && !summary.records.empty()) {
@@ -65,6 +70,7 @@ void setup_run(CLI::App& app, int& exit_status) {
   CLI::App* sub = app.add_subcommand("run", "one implementation on one case; --save DIR writes q/k/v/o as .npy");
   add_case_options(*sub, options->settings, options->output);
   sub->add_option("--save", options->save_dir, "directory for q.npy k.npy v.npy o.npy and case.json");
+  sub->add_option("--isolated-child", options->isolated_child_job)->group("");  // hidden: see the top
   sub->callback([options, &exit_status] { exit_status = run_run(*options); });
 }
 

@@ -18,7 +18,6 @@ namespace {
 struct SweepOptions {
   SettingsOptions settings;
   OutputOptions output;
-  bool strict = false;
 };
 
 std::string default_out_path() {
@@ -32,10 +31,11 @@ std::string default_out_path() {
 }
 
 int run_sweep(SweepOptions& options) {
-  const Plan plan = make_plan(settings_source(options.settings, kDefaultSweepConfig, kDefaultSweepConfigName));
+  const SettingsSource source = settings_source(options.settings, kDefaultSweepConfig, kDefaultSweepConfigName);
+  Plan plan = make_plan(source);
+  narrow_to_this_machine(plan, /*verify=*/false);
   if (options.output.out_jsonl.empty() && !options.output.resume) options.output.out_jsonl = default_out_path();
-  RunOptions run = make_run_options(plan, options.output, /*timing=*/true);
-  run.strict = options.strict;
+  RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/true);
   run.show_unsupported = options.settings.options.at("impl")->count() > 0;
   fmt::print(stderr, "sweep: {} cases × {} implementations; records stream to {}\n", plan.cases.size(),
              plan.impls.size(), run.out_jsonl);
@@ -49,7 +49,6 @@ void setup_sweep(CLI::App& app, int& exit_status) {
   auto options = std::make_shared<SweepOptions>();
   CLI::App* sub = app.add_subcommand("sweep", "run every (implementation × case), verifying while measuring");
   add_case_options(*sub, options->settings, options->output);
-  sub->add_flag("--strict", options->strict, "an unsupported (implementation, case) is an error, not a record");
   sub->callback([options, &exit_status] { exit_status = run_sweep(*options); });
 }
 

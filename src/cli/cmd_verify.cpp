@@ -22,7 +22,6 @@ namespace {
 struct VerifyOptions {
   SettingsOptions settings;
   OutputOptions output;
-  bool strict = false;
   std::string q, k, v, o;  // an output produced elsewhere
   CLI::Option* files_option = nullptr;
 };
@@ -87,11 +86,12 @@ int run_verify(VerifyOptions& options) {
   if (!options.q.empty() || !options.k.empty() || !options.v.empty() || !options.o.empty()) {
     return verify_files(options);
   }
-  const Plan plan = make_plan(settings_source(options.settings, kDefaultVerifyConfig, kDefaultVerifyConfigName));
+  const SettingsSource source = settings_source(options.settings, kDefaultVerifyConfig, kDefaultVerifyConfigName);
+  Plan plan = make_plan(source);
+  narrow_to_this_machine(plan, /*verify=*/true);
   MeasureSettings measure = plan.measure;
   if (!measure.verify) throw UsageError("--no-verify makes `faprobe verify` check nothing");
-  RunOptions run = make_run_options(plan, options.output, /*timing=*/false);
-  run.strict = options.strict;
+  RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/false);
   run.show_unsupported = options.settings.options.at("impl")->count() > 0;
   Plan verify_plan = plan;
   // verify's per-case budget is a minute unless --max-time says otherwise: nothing is sampled.
@@ -107,7 +107,6 @@ void setup_verify(CLI::App& app, int& exit_status) {
   auto options = std::make_shared<VerifyOptions>();
   CLI::App* sub = app.add_subcommand("verify", "check implementations (or output files) against the float64 reference");
   add_case_options(*sub, options->settings, options->output);
-  sub->add_flag("--strict", options->strict, "an unsupported (implementation, case) is an error, not a record");
   sub->add_option("--q", options->q, "query .npy (batch, seq_q, heads, head_dim), float32 or float16");
   sub->add_option("--k", options->k, "key .npy (batch, seq_k, kv_heads, head_dim)");
   sub->add_option("--v", options->v, "value .npy, shaped like --k");

@@ -10,5 +10,6 @@ void setup_sweep(CLI::App& app, int& exit_status);
 void setup_verify(CLI::App& app, int& exit_status);
 void setup_run(CLI::App& app, int& exit_status);
 void setup_calibrate(CLI::App& app, int& exit_status);
+void setup_probes(CLI::App& app, int& exit_status);
 
 }  // namespace faprobe::cli

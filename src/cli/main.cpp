@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   cli::setup_verify(app, exit_status);
   cli::setup_run(app, exit_status);
   cli::setup_calibrate(app, exit_status);
+  cli::setup_probes(app, exit_status);
   install_interrupt_handler();
   try {
     app.parse(argc, argv);

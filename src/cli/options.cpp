@@ -1,11 +1,13 @@
 #include "cli/options.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <iostream>
 
 #include <fmt/format.h>
 
+#include "cuda/runtime/gpu.hpp"
 #include "errors.hpp"
 #include "host_info.hpp"
 
@@ -46,6 +48,18 @@ void add_measure_options(CLI::App& app, SettingsOptions& settings) {
   app.add_flag("--no-flush-l2", settings.no_flush_l2, "do not flush the GPU L2 cache before each sample");
 }
 
+void add_execution_options(CLI::App& app, SettingsOptions& settings) {
+  app.add_flag("--strict", settings.strict, "an unsupported (implementation, case) is an error, not a record");
+  CLI::Option* isolate = app.add_flag(
+      "--isolate", settings.isolate,
+      "run every (implementation, case) in a child process: a crash or a hang costs one record "
+      "(default: on for cuda.*)");
+  CLI::Option* no_isolate = app.add_flag("--no-isolate", settings.no_isolate, "run every case in this process");
+  isolate->excludes(no_isolate);
+  add_value(app, settings, "isolate_timeout",
+            "seconds an isolated case may take before it is killed (default: max(60, 4 × --max-time))");
+}
+
 void add_output_options(CLI::App& app, OutputOptions& output) {
   app.add_option("--out", output.out_jsonl, "JSONL file, one record per line, appended and flushed per case");
   app.add_option("--json", output.json, "JSON document: the records with the run's metadata ('-' = stdout)");
@@ -58,6 +72,7 @@ void add_output_options(CLI::App& app, OutputOptions& output) {
 void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& output) {
   add_axis_options(app, settings);
   add_measure_options(app, settings);
+  add_execution_options(app, settings);
   add_output_options(app, output);
 }
 
@@ -80,6 +95,8 @@ SettingsSource settings_source(const SettingsOptions& settings, const char* defa
   }
   if (settings.no_verify) source.set("verify", "false", "--no-verify");
   if (settings.no_flush_l2) source.set("flush_l2", "false", "--no-flush-l2");
+  if (settings.isolate) source.set("isolate", "true", "--isolate");
+  if (settings.no_isolate) source.set("isolate", "false", "--no-isolate");
   return source;
 }
 
@@ -90,20 +107,45 @@ void set_command_line(int argc, char** argv) {
 
 std::string command_line() { return g_command_line; }
 
+DeviceScan scan_devices() {
+  DeviceScan scan;
+  for (const gpu::DeviceInfo& device : gpu::devices()) scan.devices.push_back(device);
+  if (scan.devices.empty()) scan.no_device_reason = gpu::no_device_reason();
+  return scan;
+}
+
+void narrow_to_this_machine(Plan& plan, bool verify) {
+  if (plan.impls_named) return;
+  const bool has_gpu = !gpu::devices().empty();
+  auto keep = [&](const std::string& name) {
+    if (name.rfind("cuda.", 0) == 0) return has_gpu;
+    if (name.rfind("emu.", 0) == 0) return verify && !has_gpu;
+    return true;
+  };
+  for (PlanPart& part : plan.parts) part.impls.erase(std::remove_if(part.impls.begin(), part.impls.end(),
+                                                                    [&](const std::string& name) { return !keep(name); }),
+                                                     part.impls.end());
+  plan.impls.erase(std::remove_if(plan.impls.begin(), plan.impls.end(), [&](const std::string& name) { return !keep(name); }),
+                   plan.impls.end());
+}
+
 nlohmann::json run_metadata(const nlohmann::json& rates) {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm utc{};
   gmtime_r(&now, &utc);
   char stamp[32];
   std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return nlohmann::json{{"schema", "faprobe/1"},
-                        {"version", FAPROBE_VERSION},
-                        {"git_revision", FAPROBE_GIT_REVISION},
-                        {"command", g_command_line},
-                        {"time", stamp},
-                        {"host", host_info()},
-                        {"devices", nlohmann::json::array()},
-                        {"rates", rates}};
+  const DeviceScan scan = scan_devices();
+  nlohmann::json metadata{{"schema", "faprobe/1"},
+                          {"version", FAPROBE_VERSION},
+                          {"git_revision", FAPROBE_GIT_REVISION},
+                          {"command", g_command_line},
+                          {"time", stamp},
+                          {"host", host_info()},
+                          {"devices", scan.devices},
+                          {"rates", rates}};
+  if (scan.devices.empty()) metadata["no_device_reason"] = scan.no_device_reason;
+  return metadata;
 }
 
 }  // namespace faprobe::cli
@@ -113,9 +155,23 @@ nlohmann::json run_metadata(const nlohmann::json& rates) {
 
 namespace faprobe::cli {
 
-RunOptions make_run_options(const Plan& plan, const OutputOptions& output, bool timing) {
+RunOptions make_run_options(const Plan& plan, const SettingsSource& source, const SettingsOptions& settings,
+                            const OutputOptions& output, bool timing) {
   RunOptions options;
   options.timing = timing;
+  options.strict = settings.strict;
+  if (options.strict) require_supported(plan);  // one line and exit 2 before anything is printed or measured
+  if (const auto it = source.values().find("isolate"); it != source.values().end()) {
+    const std::string& text = it->second.text;
+    if (text != "true" && text != "false" && text != "1" && text != "0") {
+      throw UsageError(fmt::format("{}: '{}' is not a boolean (allowed: true, false)", it->second.origin, text));
+    }
+    options.isolate = text == "true" || text == "1";
+  }
+  if (const auto it = source.values().find("isolate_timeout"); it != source.values().end()) {
+    options.isolate_timeout_s = parse_number(it->second.text, it->second.origin, 0.1, 1e6);
+  }
+  options.child_executable = "/proc/self/exe";  // this program, re-executed by --isolate
   options.out_jsonl = output.out_jsonl;
   options.json_path = output.json;
   options.csv_path = output.csv;
@@ -124,17 +180,20 @@ RunOptions make_run_options(const Plan& plan, const OutputOptions& output, bool 
   if (output.resume && output.out_jsonl.empty()) {
     throw UsageError("--resume needs --out FILE.jsonl (the records to resume from)");
   }
-  options.mem_limit = plan.measure.mem_limit.value_or(default_host_memory_limit());
+  options.mem_limit = plan.measure.mem_limit.value_or(0);  // 0: each implementation's device default
   options.rates = calibrate_host(timing ? 1.0 : 0.2);
   options.metadata = run_metadata({{"fp32_gemm_gflops", options.rates.gemm_gflops},
                                    {"memory_gbytes_per_s", options.rates.memory_gbytes_per_s}});
-  options.metadata["mem_limit_bytes"] = options.mem_limit;
+  options.metadata["mem_limit_bytes"] =
+      options.mem_limit != 0 ? nlohmann::json(options.mem_limit) : nlohmann::json("device default");
   options.metadata["measure"] = {{"warmup", plan.measure.warmup},
                                  {"min_samples", plan.measure.min_samples},
                                  {"max_noise_percent", plan.measure.max_noise_percent},
                                  {"min_time_s", plan.measure.min_time_s},
                                  {"max_time_s", plan.measure.max_time_s},
                                  {"verify", plan.measure.verify}};
+  options.metadata["isolate"] = options.isolate ? nlohmann::json(*options.isolate)
+                                                : nlohmann::json("implementation default (cuda.*)");
   return options;
 }
 

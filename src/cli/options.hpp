@@ -19,6 +19,8 @@ struct SettingsOptions {
   std::map<std::string, CLI::Option*> options;  // key → its option, to know which were given
   bool no_verify = false;
   bool no_flush_l2 = false;
+  bool isolate = false, no_isolate = false;  // --isolate / --no-isolate (config key "isolate")
+  bool strict = false;                       // --strict: an unsupported pair is an error (exit 2)
 };
 
 struct OutputOptions {
@@ -26,7 +28,8 @@ struct OutputOptions {
   bool resume = false;
 };
 
-// AXES, MEASURE and OUTPUT of DESIGN.md's command line, for sweep, verify and run.
+// AXES, MEASURE and OUTPUT of DESIGN.md's command line, for sweep, verify and run, plus --strict, --isolate,
+// --no-isolate and --isolate-timeout.
 void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& output);
 
 // Config file (or the embedded default when neither a config nor an axis was given), then flags.
@@ -36,6 +39,18 @@ SettingsSource settings_source(const SettingsOptions& settings, const char* defa
 // The --json header: schema, version, git revision, command line, time, host, devices, rates.
 nlohmann::json run_metadata(const nlohmann::json& rates);
 
+// The CUDA devices this process sees (gpu::DeviceInfo objects), and why there are none ("" when some are).
+struct DeviceScan {
+  nlohmann::json devices = nlohmann::json::array();
+  std::string no_device_reason;
+};
+DeviceScan scan_devices();
+
+// Without --impl, narrows every part of the plan to what this machine runs: cuda.* only where a CUDA
+// device exists; emu.* (verification only, never timed) only in `verify` and only where no device exists,
+// where they stand in for cuda.*. --impl keeps whatever it names (unsupported pairs then show as records).
+void narrow_to_this_machine(Plan& plan, bool verify);
+
 std::string command_line();  // argv as given, for the metadata
 void set_command_line(int argc, char** argv);
 
@@ -43,9 +58,11 @@ void set_command_line(int argc, char** argv);
 
 namespace faprobe::cli {
 
-// RunOptions for a plan: outputs, memory limit (the flag or the host's free memory), rates for the time
-// predictions (measured now unless `calibrate` is false), and the --json metadata.
-RunOptions make_run_options(const Plan& plan, const OutputOptions& output, bool timing);
+// RunOptions for a plan: outputs, memory limit (the flag, or 0 for each implementation's device default),
+// rates for the time predictions (measured now), --strict, isolation (--isolate, --no-isolate, config
+// "isolate"; --isolate-timeout, config "isolate_timeout") and the --json metadata.
+RunOptions make_run_options(const Plan& plan, const SettingsSource& source, const SettingsOptions& settings,
+                            const OutputOptions& output, bool timing);
 
 // Runs the plan with the table on stdout, then one line per status count and where the results are
 // on stderr.

@@ -9,6 +9,8 @@
 //
 // Part 2 (below part 1): the Ampere warp-level matrix instructions mma.sync m16n8k16 (f16, bf16 -> f32) and
 // ldmatrix (x1/x2/x4, .trans), cp.async with commit and wait groups, ex2.approx and 16-byte vector loads.
+// Part 3: conversions between fp32 and the 16-bit storage types (one value, or two packed in a 32-bit
+// register as mma.sync takes them).
 // Later parts (on Hopper wgmma, TMA, mbarrier, setmaxnreg, elect.sync, stmatrix) follow the same pattern:
 // one function, the ISA section beside it, the PTX under __CUDACC__ and the emulator call otherwise, the
 // lane-to-fragment layout implemented once in the emulator. Named barriers (bar_sync/bar_arrive with an
@@ -19,9 +21,14 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
-#if !defined(__CUDACC__)
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#else
 #include <cmath>
 #include <string>
+
+#include <Eigen/Core>
 #endif
 
 #include "cuda/common/spans.hpp"
@@ -391,5 +398,69 @@ FAPROBE_DEVICE Words4 load_16(GlobalSpan<const T> source, std::size_t index) {
 #endif
   return out;
 }
+
+// ======================================== Part 3 ========================================
+
+// --- Conversions between fp32 and fp16 / bf16, round to nearest even: PTX ISA "cvt" (cvt.rn.f16.f32,
+// cvt.rn.bf16.f32, cvt.rn.f16x2.f32, cvt.rn.bf16x2.f32, and cvt.f32.f16 / bf16, which are exact). Storage
+// is the raw 16 bits (std::uint16_t), so kernels compile the same with nvcc and the host compiler; the
+// emulator converts with Eigen's half and bfloat16 (also round to nearest even, NaN kept). A pair packed in
+// a .b32 register holds the lower-numbered element in bits 0-15, as mma.sync and ldmatrix expect. ---
+FAPROBE_DEVICE float half_to_float(std::uint16_t bits) {
+#if defined(__CUDACC__)
+  return __half2float(__ushort_as_half(bits));
+#else
+  return static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits));
+#endif
+}
+FAPROBE_DEVICE float bfloat16_to_float(std::uint16_t bits) {
+#if defined(__CUDACC__)
+  return __bfloat162float(__ushort_as_bfloat16(bits));
+#else
+  return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits));
+#endif
+}
+FAPROBE_DEVICE std::uint16_t float_to_half(float value) {
+#if defined(__CUDACC__)
+  return __half_as_ushort(__float2half_rn(value));
+#else
+  return Eigen::numext::bit_cast<std::uint16_t>(Eigen::half(value));
+#endif
+}
+FAPROBE_DEVICE std::uint16_t float_to_bfloat16(float value) {
+#if defined(__CUDACC__)
+  return __bfloat16_as_ushort(__float2bfloat16_rn(value));
+#else
+  return Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(value));
+#endif
+}
+// (lo, hi) rounded to f16 and packed: lo in bits 0-15.
+FAPROBE_DEVICE std::uint32_t pack_half2(float lo, float hi) {
+  return std::uint32_t{float_to_half(lo)} | (std::uint32_t{float_to_half(hi)} << 16);
+}
+FAPROBE_DEVICE std::uint32_t pack_bfloat162(float lo, float hi) {
+  return std::uint32_t{float_to_bfloat16(lo)} | (std::uint32_t{float_to_bfloat16(hi)} << 16);
+}
+
+// The 16-bit storage types as tags for kernel templates: Half (fp16) and BFloat16 (bf16), each knowing its
+// conversions and its mma.sync flavour, so a kernel is written once for both.
+struct Half {
+  static FAPROBE_DEVICE float to_float(std::uint16_t bits) { return half_to_float(bits); }
+  static FAPROBE_DEVICE std::uint16_t from_float(float value) { return float_to_half(value); }
+  static FAPROBE_DEVICE std::uint32_t pack2(float lo, float hi) { return pack_half2(lo, hi); }
+  static FAPROBE_DEVICE void mma(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],
+                                 const float (&c)[4]) {
+    mma_m16n8k16_f16(d, a, b, c);
+  }
+};
+struct BFloat16 {
+  static FAPROBE_DEVICE float to_float(std::uint16_t bits) { return bfloat16_to_float(bits); }
+  static FAPROBE_DEVICE std::uint16_t from_float(float value) { return float_to_bfloat16(value); }
+  static FAPROBE_DEVICE std::uint32_t pack2(float lo, float hi) { return pack_bfloat162(lo, hi); }
+  static FAPROBE_DEVICE void mma(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],
+                                 const float (&c)[4]) {
+    mma_m16n8k16_bf16(d, a, b, c);
+  }
+};
 
 }  // namespace faprobe::cuda::isa

@@ -1,7 +1,12 @@
-// The GPU side of the part-1 instruction probes (bodies in warp_probes.cuh): one __global__ wrapper each.
-// Built for every CMAKE_CUDA_ARCHITECTURES entry (default sm_80 and sm_90a), so the build checks that the
-// instruction layer's inline PTX assembles; the launcher that runs them on a GPU comes with the harness.
+// The GPU side of the part-1 instruction probes (bodies in warp_probes.cuh): one __global__ wrapper each,
+// and its launcher for `faprobe probes` (declared in probe_launch_gpu.hpp), which compares them with the
+// emulator. Built for every CMAKE_CUDA_ARCHITECTURES entry (default sm_80 and sm_90a), so the build also
+// checks that the instruction layer's inline PTX assembles.
+#include <cuda_runtime.h>
+
+#include "cuda/probes/probe_launch_gpu.hpp"
 #include "cuda/probes/warp_probes.cuh"
+#include "cuda/runtime/gpu.hpp"
 
 namespace faprobe::cuda::probes {
 
@@ -18,4 +23,34 @@ __global__ void shuffle_kernel(ShuffleProbe probe, unsigned operand, unsigned wi
 
 __global__ void vote_kernel(GlobalSpan<const std::uint32_t> in, GlobalSpan<std::uint32_t> out) { vote(in, out); }
 
+namespace on_gpu {
+namespace {
+dim3 to_dim3(const emu::Dim3& extent) { return dim3(extent.x, extent.y, extent.z); }
+cudaStream_t probe_stream() { return static_cast<cudaStream_t>(gpu::stream()); }
+}  // namespace
+
+void block_sum(const emu::LaunchConfig& config, GlobalSpan<const float> values, GlobalSpan<float> block_sums) {
+  block_sum_kernel<<<to_dim3(config.grid), to_dim3(config.block), config.shared_bytes, probe_stream()>>>(values,
+                                                                                                       block_sums);
+  FAPROBE_CHECK_LAUNCH(config.kernel_name.c_str());
+}
+
+void warp_sum(const emu::LaunchConfig& config, GlobalSpan<const float> values, GlobalSpan<float> sums) {
+  warp_sum_kernel<<<to_dim3(config.grid), to_dim3(config.block), config.shared_bytes, probe_stream()>>>(values, sums);
+  FAPROBE_CHECK_LAUNCH(config.kernel_name.c_str());
+}
+
+void shuffle(const emu::LaunchConfig& config, ShuffleProbe probe, unsigned operand, unsigned width,
+             GlobalSpan<const std::uint32_t> in, GlobalSpan<std::uint32_t> out) {
+  shuffle_kernel<<<to_dim3(config.grid), to_dim3(config.block), config.shared_bytes, probe_stream()>>>(
+      probe, operand, width, in, out);
+  FAPROBE_CHECK_LAUNCH(config.kernel_name.c_str());
+}
+
+void vote(const emu::LaunchConfig& config, GlobalSpan<const std::uint32_t> in, GlobalSpan<std::uint32_t> out) {
+  vote_kernel<<<to_dim3(config.grid), to_dim3(config.block), config.shared_bytes, probe_stream()>>>(in, out);
+  FAPROBE_CHECK_LAUNCH(config.kernel_name.c_str());
+}
+
+}  // namespace on_gpu
 }  // namespace faprobe::cuda::probes

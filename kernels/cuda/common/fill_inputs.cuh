@@ -1,0 +1,57 @@
+// The device input generator: writes a Q, K or V tensor on the device from the counter-based generator of
+// src/inputs.hpp, element i = input_value(key, i) rounded once to the storage type, so that the GPU never
+// needs the host's inputs copied over and its bits equal the host's make_inputs (src/tensor.cpp) exactly:
+// input_value is integer arithmetic plus one exact fp32 scaling (nvcc runs the constexpr function on the
+// device with --expt-relaxed-constexpr), and the rounding is cvt.rn, round to nearest even, like Eigen's.
+//
+// Shape: a grid-stride loop, fill_input_threads threads per CTA and a bounded grid, so each thread writes
+// consecutive-by-stride elements (coalesced) and the emulator starts few fibers.
+// Costs: per element 3 SplitMix64 mixes (~30 integer ops, 64-bit multiplies) and one store of 4 or 2
+// bytes: integer-throughput-bound on a GPU (tens of µs for a few million elements), far below the
+// attention kernels that consume the tensors.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/common/isa.hpp"
+#include "inputs.hpp"
+
+namespace faprobe::cuda::fill {
+
+// The storage of an fp32 tensor, as a tag beside isa::Half and isa::BFloat16: Storage and from_float.
+struct Float32 {
+  using Storage = float;
+  static FAPROBE_DEVICE float from_float(float value) { return value; }
+};
+struct Float16 {
+  using Storage = std::uint16_t;
+  static FAPROBE_DEVICE std::uint16_t from_float(float value) { return isa::float_to_half(value); }
+};
+struct BFloat16 {
+  using Storage = std::uint16_t;
+  static FAPROBE_DEVICE std::uint16_t from_float(float value) { return isa::float_to_bfloat16(value); }
+};
+
+inline constexpr unsigned fill_input_threads = 256;
+
+// CTAs for count elements: one per fill_input_threads elements, at most max_blocks (the grid stride
+// covers the rest); at least 1.
+inline unsigned fill_input_blocks(std::size_t count, unsigned max_blocks) {
+  const std::size_t needed = (count + fill_input_threads - 1) / fill_input_threads;
+  return static_cast<unsigned>(std::clamp<std::size_t>(needed, 1, max_blocks));
+}
+
+// The kernel body: every thread of a 1-D grid writes out[i] for i = its global index, then every
+// grid-size-th element after it.
+template <class Store>
+FAPROBE_DEVICE void fill_input_values(GlobalSpan<typename Store::Storage> out, std::uint64_t key) {
+  const std::size_t stride = std::size_t{isa::grid_dim_x()} * isa::block_dim_x();
+  for (std::size_t i = std::size_t{isa::block_idx_x()} * isa::block_dim_x() + isa::thread_idx_x(); i < out.size();
+       i += stride) {
+    out[i] = Store::from_float(input_value(key, i));
+  }
+}
+
+}  // namespace faprobe::cuda::fill

@@ -1,0 +1,50 @@
+// The entry point fill_input (launchers.hpp) of the device input generator (fill_inputs.cuh): on the GPU
+// through fill_inputs_gpu.cu, under the emulator by running the same kernel body on host memory.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/common/emu/emulator.hpp"
+#include "cuda/common/fill_inputs.cuh"
+#include "cuda/common/fill_inputs_gpu.hpp"
+#include "cuda/launchers.hpp"
+
+namespace faprobe::cuda {
+namespace {
+
+// The emulator's grid: at most 4 CTAs of 256 threads (each fiber start costs more than an element), each
+// thread looping over count / 1024 elements.
+constexpr unsigned emulated_max_blocks = 4;
+
+template <class Store>
+void fill_as(const Launch& launch, void* data, std::size_t count, std::uint64_t key) {
+  using Storage = typename Store::Storage;
+  const GlobalSpan<Storage> out(static_cast<Storage*>(data), count, "input");
+  if (launch.target == Target::gpu) {
+#if defined(FAPROBE_WITH_CUDA)
+    fill::fill_input_on_gpu<Store>(launch.stream, out, key);
+    return;
+#else
+    throw std::runtime_error("built without CUDA");
+#endif
+  }
+  const emu::LaunchConfig config{"fill_input", {fill::fill_input_blocks(count, emulated_max_blocks)},
+                                 {fill::fill_input_threads}, 0};
+  emu::launch(config, [out, key] { fill::fill_input_values<Store>(out, key); });
+}
+
+}  // namespace
+
+void fill_input(const Launch& launch, void* data, DType dtype, std::size_t count, std::uint64_t key) {
+  if (count == 0) return;  // a grid of zero CTAs is not a valid launch
+  switch (dtype) {
+    case DType::fp32: return fill_as<fill::Float32>(launch, data, count, key);
+    case DType::fp16: return fill_as<fill::Float16>(launch, data, count, key);
+    case DType::bf16: return fill_as<fill::BFloat16>(launch, data, count, key);
+    case DType::fp8_e4m3: break;
+  }
+  throw std::invalid_argument("fill_input: dtype " + std::string(to_string(dtype)) +
+                              " has no device input generator (fp32, fp16, bf16)");
+}
+
+}  // namespace faprobe::cuda

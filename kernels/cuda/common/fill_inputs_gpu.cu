@@ -1,0 +1,29 @@
+// The GPU side of the device input generator (body in fill_inputs.cuh): one __global__ wrapper per storage
+// type and its launcher (fill_inputs_gpu.hpp).
+#include <cuda_runtime.h>
+
+#include "cuda/common/fill_inputs_gpu.hpp"
+#include "cuda/runtime/gpu.hpp"
+
+namespace faprobe::cuda::fill {
+
+template <class Store>
+__global__ void __launch_bounds__(fill_input_threads) fill_input_kernel(GlobalSpan<typename Store::Storage> out,
+                                                                        std::uint64_t key) {
+  fill_input_values<Store>(out, key);
+}
+
+template <class Store>
+void fill_input_on_gpu(void* stream, GlobalSpan<typename Store::Storage> out, std::uint64_t key) {
+  // At most 4096 CTAs of 256 threads: about four full waves on a 132-SM H100/H200 (8 such CTAs resident
+  // per SM); larger tensors loop in the grid stride rather than start more CTAs.
+  const unsigned blocks = fill_input_blocks(out.size(), 4096);
+  fill_input_kernel<Store><<<blocks, fill_input_threads, 0, static_cast<cudaStream_t>(stream)>>>(out, key);
+  FAPROBE_CHECK_LAUNCH("fill_input");
+}
+
+template void fill_input_on_gpu<Float32>(void*, GlobalSpan<float>, std::uint64_t);
+template void fill_input_on_gpu<Float16>(void*, GlobalSpan<std::uint16_t>, std::uint64_t);
+template void fill_input_on_gpu<BFloat16>(void*, GlobalSpan<std::uint16_t>, std::uint64_t);
+
+}  // namespace faprobe::cuda::fill

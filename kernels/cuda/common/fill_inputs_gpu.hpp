@@ -1,0 +1,17 @@
+// The GPU launcher of the device input generator (fill_inputs.cuh), internal to fill_inputs_emulated.cpp,
+// which holds the public entry point fill_input (launchers.hpp). Defined in fill_inputs_gpu.cu, only in
+// CUDA builds (FAPROBE_WITH_CUDA); plain C++, no CUDA header.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/fill_inputs.cuh"
+
+namespace faprobe::cuda::fill {
+
+// Launches the generator on stream (a cudaStream_t; null = the default stream) over out (device memory,
+// out.size() > 0) and checks the launch. Asynchronous. Instantiated for Float32, Float16 and BFloat16.
+template <class Store>
+void fill_input_on_gpu(void* stream, GlobalSpan<typename Store::Storage> out, std::uint64_t key);
+
+}  // namespace faprobe::cuda::fill

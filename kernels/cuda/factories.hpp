@@ -1,0 +1,14 @@
+// Factories of the implementations on faprobe's CUDA kernels, one per file (naive.cpp, fa1.cpp). Each is
+// registered twice: for the GPU (cuda.<name>) and under the emulator (emu.<name>).
+#pragma once
+#include <memory>
+
+#include "cuda/launchers.hpp"
+#include "registry.hpp"
+
+namespace faprobe::cuda {
+
+std::unique_ptr<Implementation> make_naive(Target target);  // cuBLAS S = Q·Kᵀ, softmax kernel, cuBLAS P·V
+std::unique_ptr<Implementation> make_fa1(Target target);    // FlashAttention-1: one CTA per (batch, head)
+
+}  // namespace faprobe::cuda

@@ -1,0 +1,178 @@
+#include "cuda/kernel_implementation.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "cuda/runtime/gpu.hpp"
+#include "host_info.hpp"
+#include "inputs.hpp"
+#include "tensor.hpp"
+
+namespace faprobe::cuda {
+
+bool built_with_cuda() {
+#if defined(FAPROBE_WITH_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+KernelBuffer::KernelBuffer(Target target, std::size_t bytes, AllocKind kind) : bytes_(bytes) {
+  const std::size_t allocated = bytes == 0 ? 16 : bytes;  // never a null pointer for an empty tensor
+  if (target == Target::gpu) {
+    device_ = gpu::DeviceBuffer(allocated, kind);
+  } else {
+    host_ = HostAllocation(allocated, kind);
+  }
+}
+
+namespace {
+
+const std::vector<gpu::DeviceInfo>& gpu_devices() {
+  static const std::vector<gpu::DeviceInfo> found = gpu::devices();
+  return found;
+}
+
+std::size_t bytes_of(DType dtype, std::int64_t elements) { return dtype_bytes(dtype) * std::size_t(elements); }
+
+// One kernel implementation prepared for one case: tensors on the target, inputs generated there.
+class KernelPreparedCase final : public PreparedCase {
+ public:
+  KernelPreparedCase(const KernelImplementation& impl, const Case& c)
+      : impl_(impl), case_(c), output_(make_output(c)) {
+    if (target() == Target::gpu) gpu::reset_peaks();
+    launch_.target = target();
+    launch_.stream = target() == Target::gpu ? gpu::stream() : nullptr;
+    tensors_.q = KernelBuffer(target(), bytes_of(c.dtype, c.q_elements()), AllocKind::tensor);
+    tensors_.k = KernelBuffer(target(), bytes_of(c.dtype, c.kv_elements()), AllocKind::tensor);
+    tensors_.v = KernelBuffer(target(), bytes_of(c.dtype, c.kv_elements()), AllocKind::tensor);
+    tensors_.o = KernelBuffer(target(), bytes_of(c.dtype, c.q_elements()), AllocKind::tensor);
+    fill_input(launch_, tensors_.q.data(), c.dtype, std::size_t(c.q_elements()), tensor_key(c.seed, TensorId::q));
+    fill_input(launch_, tensors_.k.data(), c.dtype, std::size_t(c.kv_elements()), tensor_key(c.seed, TensorId::k));
+    fill_input(launch_, tensors_.v.data(), c.dtype, std::size_t(c.kv_elements()), tensor_key(c.seed, TensorId::v));
+    run_ = impl_.make_run_for(c, tensors_);
+    if (target() == Target::gpu) gpu::synchronize();
+  }
+
+  void configure(const MeasureSettings& settings) override { flush_l2_ = settings.flush_l2; }
+
+  double timed_run() override {
+    output_current_ = false;
+    if (target() == Target::emulator) {
+      const auto start = std::chrono::steady_clock::now();
+      run_->forward(launch_);
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    const gpu::NvtxRange range(fmt::format("{} {}", impl_.name(), case_.label()));
+    return gpu::time_on_stream([this] { run_->forward(launch_); }, flush_l2_);
+  }
+
+  const HostTensor& output() override {
+    if (!output_current_) {
+      const std::size_t bytes = bytes_of(case_.dtype, case_.q_elements());
+      if (target() == Target::gpu) {
+        gpu::copy_to_host(output_.data<void>(), tensors_.o.data(), bytes);
+      } else {
+        std::memcpy(output_.data<void>(), tensors_.o.data(), bytes);
+      }
+      output_current_ = true;
+    }
+    return output_;
+  }
+
+  // For `run --save`: the inputs regenerated on the host, bit-identical to what the input generator wrote on
+  // the target (the checker and test_emu_kernels rely on the same identity). Made only when asked.
+  const AttentionInputs* host_inputs() const override {
+    if (!host_inputs_) host_inputs_ = std::make_unique<AttentionInputs>(make_inputs(case_));
+    return host_inputs_.get();
+  }
+
+  nlohmann::json details() const override {
+    nlohmann::json details = run_->details();
+    if (target() == Target::gpu) details["l2_flushed"] = flush_l2_;
+    return details;
+  }
+
+  std::optional<MemoryCounters> device_memory() const override {
+    if (target() == Target::gpu) return gpu::counters();
+    return std::nullopt;
+  }
+
+ private:
+  Target target() const { return impl_.target(); }
+
+  const KernelImplementation& impl_;
+  Case case_;
+  Launch launch_;
+  KernelTensors tensors_;
+  std::unique_ptr<KernelRun> run_;
+  HostTensor output_;
+  mutable std::unique_ptr<AttentionInputs> host_inputs_;
+  bool output_current_ = false;
+  bool flush_l2_ = true;
+};
+
+}  // namespace
+
+std::string KernelImplementation::name() const {
+  return (target_ == Target::gpu ? "cuda." : "emu.") + kernel_name();
+}
+
+std::string KernelImplementation::device() const {
+  if (target_ == Target::emulator) return kEmulatedDevice;
+  return gpu_devices().empty() ? "cuda (no device)" : gpu_devices().front().name;
+}
+
+std::uint64_t KernelImplementation::default_memory_limit() const {
+  if (target_ == Target::gpu && !gpu_devices().empty()) return gpu::default_memory_limit();
+  return default_host_memory_limit();
+}
+
+std::string KernelImplementation::supports(const Case& c) const {
+  if (target_ == Target::gpu) {
+    if (!built_with_cuda()) return "built without CUDA (configure with nvcc on the PATH, FAPROBE_ENABLE_CUDA=ON)";
+    if (gpu_devices().empty()) return fmt::format("no CUDA device ({})", gpu::no_device_reason());
+    const gpu::DeviceInfo& device = gpu_devices().front();
+    if (device.compute_major < 8) {
+      return fmt::format("needs compute capability 8.0 or newer (mma.sync, cp.async); {} is {}", device.name,
+                         device.compute_capability());
+    }
+  }
+  return kernel_supports(c);
+}
+
+std::unique_ptr<PreparedCase> KernelImplementation::prepare(const Case& c) const {
+  return std::make_unique<KernelPreparedCase>(*this, c);
+}
+
+std::unique_ptr<KernelRun> KernelImplementation::make_run_for(const Case& c, KernelTensors& tensors) const {
+  return make_run(c, tensors);
+}
+
+AttentionArgs KernelImplementation::attention_args(const Case& c, const KernelTensors& tensors) {
+  AttentionArgs args;
+  args.q = tensors.q.data();
+  args.k = tensors.k.data();
+  args.v = tensors.v.data();
+  args.o = tensors.o.data();
+  args.dtype = c.dtype;
+  args.batch = c.batch;
+  args.heads = c.heads;
+  args.kv_heads = c.kv_heads;
+  args.seq_q = c.seq_q;
+  args.seq_k = c.seq_k;
+  args.head_dim = c.head_dim;
+  args.causal = c.causal();
+  args.scale = float(c.scale());
+  return args;
+}
+
+std::uint64_t KernelImplementation::tensor_bytes(const Case& c) {
+  return dtype_bytes(c.dtype) * std::uint64_t(2 * c.q_elements() + 2 * c.kv_elements());
+}
+
+}  // namespace faprobe::cuda

@@ -1,0 +1,82 @@
+// The shell shared by every implementation built on faprobe's CUDA kernels, each registered twice from one
+// class: `cuda.<kernel>` on the GPU and `emu.<kernel>` under the CPU emulation (device "emulated sm_90a",
+// checked like any other, never timed). The shell owns what is the same for all of them:
+//   - buffers on the target (KernelBuffer): the GPU's stream-ordered pool, or tracked host memory for the
+//     emulator, so the record's peak and workspace bytes come from the right counter;
+//   - Q, K and V filled on the target by the device input generator (bit-identical to the host's);
+//   - timing (CUDA events with the L2 flushed before each sample, inside an NVTX range named after the
+//     implementation and case), the output copied back for the checker, and the GPU-or-not support rule.
+// A kernel implementation supplies its name, its own support rule, predictions, and a KernelRun: the
+// workspaces it allocates and the launches of one forward call.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cuda/launchers.hpp"
+#include "cuda/runtime/gpu.hpp"
+#include "memory.hpp"
+#include "registry.hpp"
+
+namespace faprobe::cuda {
+
+inline constexpr const char* kEmulatedDevice = "emulated sm_90a";
+
+// A buffer on the target: device memory from the GPU harness's pool, or a tracked host allocation.
+class KernelBuffer {
+ public:
+  KernelBuffer() = default;
+  KernelBuffer(Target target, std::size_t bytes, AllocKind kind);
+
+  void* data() const { return device_.data() != nullptr ? device_.data() : host_.data(); }
+  std::size_t bytes() const { return bytes_; }
+  template <class T> T* as() const { return static_cast<T*>(data()); }
+
+ private:
+  gpu::DeviceBuffer device_;
+  HostAllocation host_;
+  std::size_t bytes_ = 0;
+};
+
+// Q, K, V (filled) and O of one case on the target, in the case's dtype and layout.
+struct KernelTensors {
+  KernelBuffer q, k, v, o;
+};
+
+// One forward call of a kernel implementation for one case, with the workspaces it allocated.
+class KernelRun {
+ public:
+  virtual ~KernelRun() = default;
+  virtual void forward(const Launch& launch) = 0;
+  virtual nlohmann::json details() const { return nlohmann::json::object(); }
+};
+
+class KernelImplementation : public Implementation {
+ public:
+  explicit KernelImplementation(Target target) : target_(target) {}
+
+  std::string name() const final;    // "cuda.<kernel>" or "emu.<kernel>"
+  std::string device() const final;  // the GPU's name (or "cuda (no device)"), or "emulated sm_90a"
+  bool timed() const final { return target_ == Target::gpu; }
+  bool isolate_by_default() const final { return target_ == Target::gpu; }
+  std::uint64_t default_memory_limit() const final;
+  std::string supports(const Case& c) const final;  // a GPU present (for cuda.*), then kernel_supports
+  std::unique_ptr<PreparedCase> prepare(const Case& c) const final;
+
+  Target target() const { return target_; }
+  std::unique_ptr<KernelRun> make_run_for(const Case& c, KernelTensors& tensors) const;  // for the shell
+  // The AttentionArgs of a case over its tensors (no LSE, no workspace).
+  static AttentionArgs attention_args(const Case& c, const KernelTensors& tensors);
+
+ protected:
+  virtual std::string kernel_name() const = 0;                   // "naive", "fa1"
+  virtual std::string kernel_supports(const Case& c) const = 0;  // "" or the reason
+  virtual std::unique_ptr<KernelRun> make_run(const Case& c, KernelTensors& tensors) const = 0;
+  // Bytes of Q, K, V and O in the case's dtype: the part of predicted_bytes every kernel shares.
+  static std::uint64_t tensor_bytes(const Case& c);
+
+ private:
+  Target target_;
+};
+
+}  // namespace faprobe::cuda

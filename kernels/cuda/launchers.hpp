@@ -1,0 +1,72 @@
+// The host-side entry points of faprobe's CUDA kernels, one function per kernel, each callable two ways:
+// Target::gpu launches the nvcc-compiled kernel on a CUDA stream (defined only in CUDA builds, in the
+// kernels' .cu files), Target::emulator runs the same kernel body under the CPU emulation
+// (cuda/common/emu/) on host memory (defined in every build, in emulated_launchers.cpp). Pointers are
+// device pointers for the GPU and host pointers for the emulator; nothing here includes a CUDA header, so
+// the implementations (kernels/cuda/*.cpp) are plain C++ for both.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "dtype.hpp"
+
+namespace faprobe::cuda {
+
+enum class Target { gpu, emulator };
+
+// True when this binary was built with the CUDA kernels (FAPROBE_ENABLE_CUDA).
+bool built_with_cuda();
+
+// An attention problem as the kernels see it: (batch, seq, heads, head_dim) row-major tensors of dtype
+// (fp16 or bf16 for the tensor-core kernels), bottom-right causal, K/V with kv_heads heads.
+struct AttentionArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;  // (batch, heads, seq_q) natural-log sum of exponentials; may be null
+  void* workspace = nullptr;  // a kernel's global scratch, <kernel>_workspace_bytes(args) bytes
+  DType dtype = DType::fp16;
+  std::int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 64;
+  bool causal = false;
+  float scale = 0.125f;  // 1/sqrt(head_dim)
+};
+
+// Where a kernel runs: the target and, for the GPU, the cudaStream_t (as void*, null = default stream).
+struct Launch {
+  Target target = Target::emulator;
+  void* stream = nullptr;
+};
+
+// --- Device input generator (cuda/common/fill_inputs.cuh): writes count elements of dtype, element i
+// being round_to(dtype, input_value(key, i)) (src/inputs.hpp), bit-identical to the host's make_inputs.
+void fill_input(const Launch& launch, void* data, DType dtype, std::size_t count, std::uint64_t key);
+
+// --- cuda.naive's softmax (cuda/naive/softmax.cuh): reads the fp32 scores S (batch·heads rows of seq_q x
+// seq_k, contiguous), writes P = softmax(scale · S) with the bottom-right causal mask applied by index (no
+// mask tensor), in dtype (fp32, fp16 or bf16), same layout. A row that sees no key is all zeros.
+struct SoftmaxArgs {
+  const float* scores = nullptr;
+  void* probs = nullptr;
+  DType dtype = DType::fp32;
+  std::int64_t batch_heads = 1, seq_q = 1, seq_k = 1;
+  bool causal = false;
+  float scale = 1.0f;
+};
+void naive_softmax(const Launch& launch, const SoftmaxArgs& args);
+
+// --- cuda.fa1 (cuda/fa1/): FlashAttention-1's parallelization, one CTA per (batch, head). ---
+// "" when the kernel has an instantiation for the case's dtype and head_dim, else the reason.
+std::string fa1_supports(DType dtype, std::int64_t head_dim);
+// Tile sizes and launch shape, for the record's details: block_q, block_k, threads, shared_bytes.
+struct KernelShape {
+  int block_q = 0, block_k = 0, threads = 0;
+  std::size_t shared_bytes = 0;
+};
+KernelShape fa1_shape(DType dtype, std::int64_t head_dim);
+// Bytes of AttentionArgs::workspace fa1_forward needs: O, row max and row sum in fp32 between key blocks.
+std::size_t fa1_workspace_bytes(const AttentionArgs& args);
+void fa1_forward(const Launch& launch, const AttentionArgs& args);
+
+}  // namespace faprobe::cuda

@@ -1,0 +1,102 @@
+// The instruction probe suite: every probe of warp_probes.cuh, matrix_probes.cuh and conversion_probes.cuh
+// as a named, seeded run on either target, so that the emulator can be checked against the hardware
+// (DESIGN.md, "CUDA kernels, and running them without a GPU": "on a GPU, each probe against the hardware,
+// bit for bit"). CI checks each probe body under the emulator against host computations of the ISA
+// (tests/test_emulator*.cpp); this suite checks the emulator against the GPU, so it holds no host model of
+// any instruction: the emulator's output is the reference and the GPU's the candidate.
+//
+// A probe draws deterministic inputs from a counter-based generator keyed by (seed, probe), runs its kernel
+// body on Target::emulator (emu::launch) or Target::gpu (the launchers of probe_launch_gpu.hpp, CUDA builds
+// only), and returns its output as 32-bit words. compare() says identical, within tolerance or differs.
+// Tolerances exist only where the ISA leaves the result open: ex2.approx.f32 (2 ulp, PTX ISA) and mma.sync
+// on random inputs (accumulation order and precision unspecified); every other probe is bit for bit, the
+// MMA ones on small integers whose sums are exact in any order. NaN results compare as NaN whatever their
+// payload (PTX ISA, Floating-Point Instructions: single-precision instructions return an unspecified NaN).
+//
+// Costs: about 40 probes, each a few launches of one to eight CTAs over a few thousand words; the whole
+// suite takes well under a second on either target.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cuda/launchers.hpp"
+#include "cuda/probes/matrix_probes.cuh"
+
+namespace faprobe::cuda::probes {
+
+// How a probe's output words are read when compared and printed.
+enum class Element {
+  u32,     // raw bits (data movement, votes, shuffles)
+  f32,     // a float
+  f16x2,   // two binary16 values, the first in bits 0-15 (a single one: the high half is 0)
+  bf16x2,  // two bfloat16 values, likewise
+};
+std::string to_string(Element element);
+
+// What difference between the emulator's and the GPU's word is allowed.
+struct Tolerance {
+  enum class Kind {
+    bits,           // identical bits (NaN matches NaN)
+    ulps,           // floats at most `ulps` units in the last place apart (ex2.approx)
+    of_magnitude,   // |difference| <= allowed[i], which the probe derives from its inputs (mma.sync)
+  };
+  Kind kind = Kind::bits;
+  unsigned ulps = 0;
+  std::string description;  // one line, with its source
+};
+
+struct ProbeOutput {
+  std::vector<std::uint32_t> words;
+  // Tolerance::Kind::of_magnitude only: the allowed |difference| per word, from the inputs alone (the same
+  // on both targets).
+  std::vector<double> allowed;
+};
+
+struct Probe {
+  std::string name;  // "shfl.sync.idx width 16", "mma.m16n8k16 f16 small-int", ...
+  Element element = Element::u32;
+  Tolerance tolerance;
+  // Runs the probe with inputs drawn from seed. Target::gpu needs a CUDA build and a device (gpu::devices()).
+  // Throws emu::EmulationError, gpu::CudaError or std::logic_error (Target::gpu without CUDA).
+  std::function<ProbeOutput(Target target, std::uint64_t seed)> run;
+};
+
+// Every probe, in a fixed order: warp and CTA collectives, mma.sync, ldmatrix, cp.async / 16-byte loads /
+// ex2.approx, conversions.
+const std::vector<Probe>& all_probes();
+
+enum class Verdict { identical, within_tolerance, differs };
+std::string to_string(Verdict verdict);  // "identical", "within tolerance", "differs"
+
+struct Comparison {
+  Verdict verdict = Verdict::identical;
+  std::size_t elements = 0;          // words compared
+  std::size_t differing = 0;         // words outside the tolerance (for bits: not identical)
+  std::size_t inexact = 0;           // words inside the tolerance but not identical
+  std::size_t nan_pairs = 0;         // words where both are NaN (matched whatever the payload)
+  double max_abs_diff = 0.0;         // over the float words that differ with both values finite
+  double max_ulps = 0.0;             // likewise, in ulps (consecutive floats are 1 apart)
+  std::size_t first_difference = 0;  // the first differing word (verdict differs)
+  std::string reference_value;       // that word as the reference (emulator) has it, printed
+  std::string candidate_value;       // and as the candidate (GPU) has it
+  std::string summary() const;       // "identical", "max diff 2.4e-07 (1 ulp) within tolerance", "DIFFERS at ..."
+};
+
+// The candidate's words against the reference's under the probe's element type and tolerance. Outputs of
+// different lengths differ at the shorter length.
+Comparison compare(const Probe& probe, const ProbeOutput& reference, const ProbeOutput& candidate);
+
+// The mma.sync probe as the suite runs it (integer_inputs: small integers, exact; otherwise random inputs
+// with a tolerance), optionally with a planted fragment-gathering bug: lane l gathers the fragments of lane
+// source_lane[l] (32 entries; empty: every lane its own), which must make the output differ.
+ProbeOutput run_mma(MmaProbeType type, bool integer_inputs, Target target, std::uint64_t seed,
+                    const std::vector<std::uint32_t>& source_lane = {});
+
+// FNV-1a over the words: lets two machines without a GPU compare their emulated outputs.
+std::uint32_t checksum(const ProbeOutput& output);
+
+}  // namespace faprobe::cuda::probes

@@ -1,0 +1,119 @@
+// The GPU harness: what faprobe needs from the CUDA runtime, behind plain C++ (no CUDA header leaks out of
+// gpu.cpp, so the rest of the program compiles with or without the toolkit). Built only with
+// FAPROBE_ENABLE_CUDA; a CPU-only build compiles gpu_stub.cpp instead, which reports no device.
+//
+// - Devices: name, compute capability, SMs, memory, L2, for `faprobe list` and the --json header.
+// - Every CUDA runtime, driver and cuBLAS call and every launch is checked; a failure throws CudaError with
+//   the call, the error name and text, and file:line.
+// - Memory: one dedicated stream-ordered pool (cudaMemPool) on device 0 with an unlimited release
+//   threshold; every faprobe device buffer (inputs, outputs, scores, workspaces, cuBLAS's workspace) comes
+//   from it. reset_peaks() sets the pool's used-memory high-water mark to what is allocated now; counters()
+//   reads it back, plus the workspace part counted by faprobe itself.
+// - Timing: CUDA events around the work on faprobe's stream, the L2 cache flushed before each sample by
+//   writing a buffer twice the L2's size (outside the pool, so it never counts as a case's memory).
+// - NVTX ranges named after implementation and case, so a profile shows which case a kernel belongs to.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "memory.hpp"
+
+namespace faprobe::gpu {
+
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;                   // "NVIDIA H200"
+  int compute_major = 0, compute_minor = 0;
+  int sm_count = 0;
+  std::uint64_t memory_total_bytes = 0;
+  std::uint64_t l2_bytes = 0;
+  int clock_mhz = 0;                  // SM clock (cudaDevAttrClockRate)
+  int memory_clock_mhz = 0;
+  int memory_bus_bits = 0;
+  int driver_version = 0;             // e.g. 13000
+  int runtime_version = 0;
+  std::string compute_capability() const;  // "9.0"
+};
+void to_json(nlohmann::json& out, const DeviceInfo& info);
+
+// The CUDA devices this process sees; empty (never throws) when there is none or no driver.
+std::vector<DeviceInfo> devices();
+// Why there is no usable device ("no CUDA driver", "no CUDA device", "built without CUDA"), or "".
+std::string no_device_reason();
+
+// Device memory from the pool, freed in stream order on faprobe's stream. Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(std::size_t bytes, AllocKind kind);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void release() noexcept;
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  AllocKind kind_ = AllocKind::tensor;
+};
+
+// faprobe's stream on device 0 (a cudaStream_t), created on first use.
+void* stream();
+void synchronize();  // waits for the stream; throws CudaError for an asynchronous error
+void copy_to_host(void* host, const void* device, std::size_t bytes);    // synchronous
+void copy_to_device(void* device, const void* host, std::size_t bytes);  // synchronous
+
+// Pool accounting for one case.
+void reset_peaks();
+MemoryCounters counters();
+// Free device memory now less a margin (5 % and 1 GiB): the default --mem-limit for GPU implementations.
+std::uint64_t default_memory_limit();
+
+// The cuBLAS handle (a cublasHandle_t, as void*) bound to faprobe's stream, created on first use, with
+// cuBLAS's own workspace disabled until set_cublas_workspace gives it one from the pool.
+void* cublas_handle();
+void set_cublas_workspace(void* data, std::size_t bytes);
+// The workspace size cuBLAS is given: 32 MiB on Hopper and newer, 4 MiB before (cuBLAS documentation,
+// "cublasSetWorkspace" recommendations).
+std::size_t cublas_workspace_bytes();
+
+// Seconds that work() takes on faprobe's stream, between two CUDA events; with flush_l2 the L2 is
+// flushed first, outside the timed interval. Checks for launch errors after work().
+double time_on_stream(const std::function<void()>& work, bool flush_l2);
+
+// An NVTX range for the lifetime of the object (nvtxRangePushA/Pop).
+class NvtxRange {
+ public:
+  explicit NvtxRange(const std::string& name);
+  ~NvtxRange();
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+};
+
+// Throws CudaError for a failing CUDA runtime status (an int cudaError_t), naming what was called.
+void check_status(int status, const char* what, const char* file, int line);
+// Throws CudaError for a failing cuBLAS status (an int cublasStatus_t), naming what was called.
+void check_cublas_status(int status, const char* what, const char* file, int line);
+// Throws CudaError when the last launch failed (cudaGetLastError), naming the kernel.
+void check_launch(const char* kernel_name, const char* file, int line);
+
+}  // namespace faprobe::gpu
+
+#define FAPROBE_CUDA_CHECK(call) ::faprobe::gpu::check_status(static_cast<int>(call), #call, __FILE__, __LINE__)
+#define FAPROBE_CUBLAS_CHECK(call) ::faprobe::gpu::check_cublas_status(static_cast<int>(call), #call, __FILE__, __LINE__)
+#define FAPROBE_CHECK_LAUNCH(kernel_name) ::faprobe::gpu::check_launch(kernel_name, __FILE__, __LINE__)

@@ -1,0 +1,304 @@
+#!/usr/bin/env bash
+# The GPU check: everything faprobe can learn on a CUDA machine in one short run, packed into one archive.
+#   scripts/device-check.sh OUTDIR        from the repository root, with build/device/faprobe built
+#                                         elsewhere by scripts/build-device and carried here
+# Writes OUTDIR/device-check.tar.gz (everything), OUTDIR/summary.md (GPU, steps, key numbers) and
+# OUTDIR/log.txt. Steps, each with its own timeout and log (logs/STEP.log in the archive):
+#   gpu         nvidia-smi: name, driver, clocks, memory
+#   libraries   finds libcublas.so.13 (ldconfig, /usr/local/cuda, pip's nvidia wheels), checks ldd
+#   list        faprobe list --json; the CUDA implementations are the cuda.* names it reports
+#   probes      faprobe probes: each instruction probe on the GPU against the emulator, bit for bit
+#   verify      faprobe verify --config configs/gpu-verify.json, once per implementation
+#   save        faprobe run --save: one small odd-shaped case per implementation, then check-npy:
+#               scripts/check_npy.py checks the saved outputs with NumPy in float64, independently
+#   sweep       configs/h200-quick.json and configs/seed-table-gpu.json, once per implementation
+#   peers       scripts/peers_torch.py: PyTorch's SDPA backends on the same cases, and the backend table
+#   plots       scripts/plot.py over faprobe's and the peers' records
+# Each implementation runs in its own faprobe process, so that a crash loses only its own records; one
+# that times out (a hang) is skipped by the later steps. A step that fails or times out is recorded and
+# the script goes on; the archive and the summary are rewritten after every step and at exit, so what
+# finished comes back even if the whole run is cut short. The whole run stays within
+# FAPROBE_CHECK_SECONDS (default 450): a step gets at most what is left.
+# Environment: FAPROBE_BIN (default build/device/faprobe), FAPROBE_CHECK_IMPLS (default: every cuda.*
+# implementation `faprobe list` reports), FAPROBE_CHECK_SECONDS, FAPROBE_PYTHON (default python3: the
+# interpreter with PyTorch, NumPy and matplotlib).
+set -uo pipefail  # no -e: a failing step is recorded, not fatal
+
+if [ $# -ne 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
+  sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  [ $# -eq 1 ]; exit $((2 * $?))  # 0 for --help, 2 for a wrong command line
+fi
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root" || exit 2
+mkdir -p "$1" || exit 2
+out="$(cd "$1" && pwd)"
+bin="${FAPROBE_BIN:-build/device/faprobe}"
+case "$bin" in /*) ;; *) bin="$root/$bin" ;; esac
+budget_total="${FAPROBE_CHECK_SECONDS:-450}"
+deadline=$((budget_total - 15))  # in $SECONDS; the rest is for the summary and the archive
+
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/faprobe-device-check.XXXXXX")" || exit 2
+work="$scratch/device-check"
+mkdir -p "$work"/{env,logs,verify,saved,sweep,peers,plots}
+log="$out/log.txt"
+: > "$log"
+exec > >(tee -a "$log") 2>&1
+printf 'step\tstatus\tseconds\tcommand\n' > "$work/steps.tsv"
+echo "faprobe device check: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $bin, budget ${budget_total}s"
+
+python="${FAPROBE_PYTHON:-python3}"
+command -v "$python" > /dev/null || python=""
+
+# ---------------------------------------------------------------------------------------------------------
+
+record_step() {  # record_step NAME STATUS SECONDS COMMAND
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$work/steps.tsv"
+}
+
+summarize() {
+  if [ -n "$python" ] && $python scripts/device_summary.py "$work" > "$work/summary.md.part" 2> "$work/logs/summary.log"; then
+    mv -f "$work/summary.md.part" "$work/summary.md"
+  else  # the steps table alone
+    { echo "# faprobe device check (scripts/device_summary.py failed: see logs/summary.log)"; echo
+      column -t -s $'\t' "$work/steps.tsv" 2>/dev/null || cat "$work/steps.tsv"; } > "$work/summary.md"
+  fi
+  cp -f "$work/summary.md" "$out/summary.md"
+}
+
+pack() {  # the archive, under 16 MiB: without the saved .npy files if they would not fit
+  cp -f "$log" "$work/log.txt" 2>/dev/null
+  local archive="$out/device-check.tar.gz"
+  tar -czf "$archive.part" -C "$scratch" device-check && mv -f "$archive.part" "$archive"
+  if [ -f "$archive" ] && [ "$(stat -c %s "$archive")" -gt $((15 << 20)) ]; then
+    tar -czf "$archive.part" --exclude='*.npy' -C "$scratch" device-check && mv -f "$archive.part" "$archive"
+  fi
+}
+
+# step NAME SECONDS [--stdout FILE] COMMAND...: runs COMMAND under a timeout (at most what is left of the
+# budget), its output in logs/NAME.log (stdout in FILE with --stdout), and records the outcome.
+step() {
+  local name=$1 limit=$2 stdout="" rc status began left
+  shift 2
+  if [ "${1:-}" = "--stdout" ]; then stdout=$2; shift 2; fi
+  left=$((deadline - SECONDS))
+  if [ "$left" -lt 10 ]; then
+    echo "== $name: skipped, out of time"
+    record_step "$name" "skipped: out of time" 0 "$*"
+    return 125
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "== $name (at most ${limit}s): $*"
+  began=$SECONDS
+  # In the background with `wait`, so that an INT or TERM is handled at once (finish stops the step).
+  if [ -n "$stdout" ]; then
+    timeout -k 10 "$limit" "$@" > "$stdout" 2> "$work/logs/$name.log" &
+  else
+    timeout -k 10 "$limit" "$@" > "$work/logs/$name.log" 2>&1 &
+  fi
+  running=$! running_name=$name
+  wait "$running"
+  rc=$?
+  running=""
+  case $rc in
+    0) status=pass
+       # faprobe's own words for a run where nothing was measured (no GPU, or a CPU-only build)
+       if grep -q ' records: 0 ok, 0 mismatch, 0 failed' "$work/logs/$name.log"; then status="pass, but no case ran"; fi
+       if grep -q -- '--save: nothing saved' "$work/logs/$name.log"; then status="pass, but nothing saved"; fi ;;
+    124 | 137) status="TIMEOUT after ${limit}s" ;;
+    126 | 127) status="FAIL: cannot run (exit $rc)" ;;
+    *) status="FAIL (exit $rc)" ;;
+  esac
+  record_step "$name" "$status" $((SECONDS - began)) "$*"
+  tail -n 4 "$work/logs/$name.log" | sed 's/^/   | /'
+  echo "   -> $status ($((SECONDS - began))s)"
+  summarize
+  pack
+  return $rc
+}
+
+running="" running_name=""  # the step being run, stopped by finish
+finish() {
+  trap - EXIT
+  if [ -n "$running" ]; then
+    kill -TERM "$running" 2> /dev/null
+    wait "$running" 2> /dev/null
+    record_step "$running_name" "interrupted" 0 ""
+  fi
+  echo "== done in ${SECONDS}s: $out/summary.md, $out/device-check.tar.gz"
+  summarize
+  pack
+  sed -n '1,/^## Steps/p' "$out/summary.md" | head -n 20
+  rm -rf "$scratch"
+}
+trap finish EXIT
+trap 'echo "interrupted"; exit 130' INT TERM
+
+# Implementations that timed out (a hang, most likely) are not run again by later steps.
+hung=" "
+runnable() {  # runnable STEP IMPL: 0 unless IMPL timed out before (then the step is recorded as skipped)
+  case "$hung" in *" $2 "*)
+    record_step "$1" "skipped: $2 timed out earlier" 0 ""
+    echo "== $1: skipped, $2 timed out earlier"
+    return 1 ;;
+  esac
+}
+note_hang() {  # note_hang RC IMPL
+  if [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; then hung="$hung$2 "; fi
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# The machine
+
+{ uname -a; echo; grep -m1 'model name' /proc/cpuinfo; echo "cores: $(nproc)"; free -g | head -2
+  echo; head -n 2 /etc/os-release 2>/dev/null; echo; ldd --version 2>&1 | head -1; } > "$work/env/host.txt"
+step gpu 20 --stdout "$work/env/nvidia-smi.csv" nvidia-smi \
+  --query-gpu=name,driver_version,compute_cap,memory.total,memory.used,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu,persistence_mode \
+  --format=csv
+nvidia-smi -q > "$work/env/nvidia-smi-q.txt" 2>&1 || true
+cat "$work/env/nvidia-smi.csv"
+[ -n "$python" ] && $python - > "$work/env/python.txt" 2>&1 <<'PY'
+import sys
+print("python", sys.version.split()[0])
+for name in ("numpy", "matplotlib", "torch"):
+    try:
+        module = __import__(name)
+        extra = ""
+        if name == "torch":
+            extra = f" (CUDA {module.version.cuda}, cuDNN {module.backends.cudnn.version()}, device: " \
+                    f"{module.cuda.get_device_name(0) if module.cuda.is_available() else 'none'})"
+        print(name, module.__version__ + extra)
+    except Exception as error:
+        print(name, "unavailable:", error)
+PY
+
+# ---------------------------------------------------------------------------------------------------------
+# The libraries faprobe needs: cuBLAS from wherever this machine has it, libgomp as a fallback from the build
+
+find_cublas_dir() {
+  local path dir
+  path=$(ldconfig -p 2>/dev/null | awk '/libcublas\.so\.13 / {print $NF; exit}')
+  if [ -n "$path" ]; then dirname "$path"; return; fi
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64; do
+    if [ -e "$dir/libcublas.so.13" ]; then echo "$dir"; return; fi
+  done
+  # pip's nvidia-cublas wheel, which PyTorch depends on (nvidia/cublas/lib or nvidia/cu13/lib)
+  [ -n "$python" ] && $python - 2> /dev/null <<'PY'
+import glob, os
+import nvidia
+for root in nvidia.__path__:
+    for path in sorted(glob.glob(os.path.join(root, "**", "libcublas.so.13*"), recursive=True)):
+        print(os.path.dirname(path))
+        raise SystemExit
+PY
+}
+
+check_libraries() {
+  local dir
+  dir=$(find_cublas_dir)
+  if [ -n "$dir" ]; then
+    echo "libcublas.so.13: $dir"
+    case ":${LD_LIBRARY_PATH:-}:" in *":$dir:"*) ;; *) export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
+  else
+    echo "libcublas.so.13: not found (ldconfig, /usr/local/cuda, pip's nvidia packages)"
+  fi
+  if [ ! -x "$bin" ]; then
+    echo "$bin: no such executable (build it with scripts/build-device and carry build/device)"
+    return 1
+  fi
+  if ldd "$bin" | grep -q 'libgomp.so.1 => not found' && [ -e "$(dirname "$bin")/lib/libgomp.so.1" ]; then
+    echo "libgomp.so.1: not on this machine, using the build's copy in $(dirname "$bin")/lib"
+    LD_LIBRARY_PATH="$(dirname "$bin")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH
+  fi
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  ldd "$bin"
+  ! ldd "$bin" | grep -q 'not found'
+}
+# Not through step(): its exports must reach this shell.
+began=$SECONDS
+if check_libraries > "$work/env/libraries.txt" 2>&1; then status=pass; else status="FAIL: see env/libraries.txt"; fi
+record_step libraries "$status" $((SECONDS - began)) "ldd $bin"
+sed 's/^/   | /' "$work/env/libraries.txt"
+echo "   -> $status"
+
+# ---------------------------------------------------------------------------------------------------------
+# faprobe
+
+impls=()
+if step list 30 --stdout "$work/list.json" "$bin" list --json && [ -n "$python" ]; then
+  read -r -a impls < <($python -c '
+import json, sys
+names = [i["name"] for i in json.load(open(sys.argv[1]))["implementations"] if i["name"].startswith("cuda.")]
+print(" ".join(names))' "$work/list.json")
+fi
+"$bin" list > "$work/list.txt" 2>&1 || true
+if [ -n "${FAPROBE_CHECK_IMPLS:-}" ]; then read -r -a impls <<< "${FAPROBE_CHECK_IMPLS//,/ }"; fi
+echo "implementations: ${impls[*]:-none}"
+printf '%s\n' "${impls[@]}" > "$work/implementations.txt"
+
+step probes 90 "$bin" probes --json "$work/probes.json"
+
+for impl in "${impls[@]}"; do
+  runnable "verify.$impl" "$impl" || continue
+  step "verify.$impl" 75 "$bin" verify --config configs/gpu-verify.json --impl "$impl" \
+    --out "$work/verify/verify.jsonl" --json "$work/verify/$impl.json" --md "$work/verify/$impl.md"
+  note_hang $? "$impl"
+done
+
+# One small odd-shaped case per implementation (GQA, seq_q != seq_k, causal, bf16), saved for NumPy; a
+# decode-only implementation refuses it and gets a decode case instead.
+saved_dirs=()
+for impl in "${impls[@]}"; do
+  runnable "save.$impl" "$impl" || continue
+  dir="$work/saved/$impl"
+  step "save.$impl" 30 "$bin" run --impl "$impl" --batch 2 --heads 4 --kv-heads 2 --seq 257 --seq-q 77 \
+    --head-dim 64 --dtype bf16 --mask causal --save "$dir"
+  note_hang $? "$impl"
+  if [ ! -e "$dir/o.npy" ] && grep -q " 1 unsupported" "$work/logs/save.$impl.log"; then
+    step "save.$impl.decode" 30 "$bin" run --impl "$impl" --mode decode --batch 2 --heads 4 --kv-heads 2 \
+      --seq 1000 --head-dim 64 --dtype bf16 --save "$dir"
+  fi
+  [ -e "$dir/o.npy" ] && saved_dirs+=("$dir")
+done
+if [ ${#saved_dirs[@]} -gt 0 ]; then
+  step check-npy 60 --stdout "$work/saved/check.txt" "$python" scripts/check_npy.py "${saved_dirs[@]}"
+  cat "$work/saved/check.txt"
+else
+  record_step check-npy "skipped: nothing was saved" 0 ""
+fi
+
+for sweep in h200-quick seed-table-gpu; do
+  for impl in "${impls[@]}"; do
+    runnable "sweep.$sweep.$impl" "$impl" || continue
+    step "sweep.$sweep.$impl" 120 "$bin" sweep --config "configs/$sweep.json" --impl "$impl" \
+      --out "$work/sweep/$sweep.jsonl" --json "$work/sweep/$sweep.$impl.json" \
+      --csv "$work/sweep/$sweep.$impl.csv" --md "$work/sweep/$sweep.$impl.md"
+    note_hang $? "$impl"
+  done
+done
+
+# ---------------------------------------------------------------------------------------------------------
+# PyTorch's SDPA backends on the same cases, then the plots
+
+step peers.backend-table 60 "$python" scripts/peers_torch.py --backend-table "$work/peers/backends.md"
+step peers.h200-quick 120 "$python" scripts/peers_torch.py --config configs/h200-quick.json \
+  --out "$work/peers/h200-quick.jsonl" --time-budget 100
+step peers.seed-table-gpu 90 "$python" scripts/peers_torch.py --config configs/seed-table-gpu.json \
+  --out "$work/peers/seed-table-gpu.jsonl" --time-budget 70
+
+if [ -n "$python" ] && $python -c 'import matplotlib, numpy' 2> /dev/null; then
+  for sweep in h200-quick seed-table-gpu; do
+    inputs=()
+    for file in "$work/sweep/$sweep.jsonl" "$work/peers/$sweep.jsonl"; do
+      [ -s "$file" ] && inputs+=("$file")
+    done
+    if [ ${#inputs[@]} -eq 0 ]; then
+      record_step "plots.$sweep" "skipped: no records" 0 ""
+      continue
+    fi
+    step "plots.$sweep" 60 "$python" scripts/plot.py "${inputs[@]}" --out-dir "$work/plots" --prefix "$sweep-" \
+      --plots memory,time,gflops,tflops
+  done
+else
+  record_step plots "skipped: no matplotlib/numpy for $python" 0 ""
+fi

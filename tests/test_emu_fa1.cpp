@@ -1,0 +1,268 @@
+// The cuda.fa1 kernel (kernels/cuda/fa1/fa1.cuh) under the CPU emulator, no GPU needed: inputs from
+// make_inputs (identical to the device generator's), the output checked by the project's checker against
+// the float64 reference over odd shapes (lengths 1, 17, 129, 300; head_dim 64, 128, 256; causal with
+// seq_q < seq_k and seq_q > seq_k, whose first rows see no key; GQA and MQA; fp16 and bf16), the LSE
+// against a host computation, what the kernel refuses, and planted defects that must be caught while the
+// production kernel passes the same case. One timing test reports what an emulated verify costs.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "case.hpp"
+#include "cuda/fa1/fa1_emulated.hpp"
+#include "cuda/launchers.hpp"
+#include "reference/check.hpp"
+#include "reference/reference.hpp"
+#include "tensor.hpp"
+
+namespace faprobe {
+
+// What gtest prints for a failing case parameter (instead of the struct's bytes).
+void PrintTo(const Case& c, std::ostream* out) { *out << c.label(); }
+
+namespace {
+
+using cuda::fa1::Defect;
+
+Case make_case(std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, std::int64_t seq_q, std::int64_t seq_k,
+               std::int64_t head_dim, DType dtype, Mask mask) {
+  Case c;
+  c.batch = batch;
+  c.heads = heads;
+  c.kv_heads = kv_heads;
+  c.seq_q = seq_q;
+  c.seq_k = seq_k;
+  c.head_dim = head_dim;
+  c.dtype = dtype;
+  c.mask = mask;
+  c.seed = std::uint64_t(seq_q * 7919 + seq_k * 31 + head_dim + heads);
+  c.validate();
+  return c;
+}
+
+// The output of fa1 on case c under the emulator, with kDefect planted; the LSE too when lse is given.
+template <Defect kDefect = Defect::none>
+HostTensor run_fa1(const Case& c, std::vector<float>* lse = nullptr) {
+  const AttentionInputs inputs = make_inputs(c);
+  HostTensor output = make_output(c);
+  cuda::AttentionArgs args;
+  args.q = inputs.q.data<std::uint16_t>();
+  args.k = inputs.k.data<std::uint16_t>();
+  args.v = inputs.v.data<std::uint16_t>();
+  args.o = output.data<std::uint16_t>();
+  args.dtype = c.dtype;
+  args.batch = c.batch;
+  args.heads = c.heads;
+  args.kv_heads = c.kv_heads;
+  args.seq_q = c.seq_q;
+  args.seq_k = c.seq_k;
+  args.head_dim = c.head_dim;
+  args.causal = c.causal();
+  args.scale = static_cast<float>(c.scale());
+  if (lse != nullptr) {
+    lse->assign(static_cast<std::size_t>(c.batch * c.heads * c.seq_q), std::numeric_limits<float>::quiet_NaN());
+    args.lse = lse->data();
+  }
+  // NaN-filled, so a read of workspace the kernel never wrote shows in the output.
+  std::vector<float> workspace(cuda::fa1_workspace_bytes(args) / sizeof(float), std::numeric_limits<float>::quiet_NaN());
+  args.workspace = workspace.data();
+  if constexpr (kDefect == Defect::none) {
+    cuda::fa1_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args);
+  } else {
+    cuda::fa1::forward_emulated<kDefect>(args);
+  }
+  return output;
+}
+
+std::string describe(const VerifyResult& r) {
+  return "max_abs_diff " + std::to_string(r.max_abs_diff) + " tolerance " + std::to_string(r.tolerance) + " " + r.note;
+}
+
+// --- The kernel against the reference over odd shapes. ---
+
+std::vector<Case> odd_shapes() {
+  const Mask none = Mask::none, causal = Mask::causal;
+  const DType fp16 = DType::fp16, bf16 = DType::bf16;
+  return {
+      make_case(1, 1, 1, 1, 1, 64, fp16, none),
+      make_case(1, 2, 2, 1, 1, 128, bf16, causal),
+      make_case(1, 1, 1, 17, 17, 128, bf16, causal),
+      make_case(2, 2, 2, 17, 17, 64, fp16, none),
+      make_case(1, 2, 2, 129, 129, 64, fp16, causal),      // 3 query blocks, 2 key blocks
+      make_case(1, 1, 1, 129, 129, 128, bf16, none),
+      make_case(1, 1, 1, 129, 129, 256, fp16, causal),     // d 256: 3 key blocks of 64
+      make_case(1, 1, 1, 17, 129, 64, bf16, causal),       // seq_q < seq_k
+      make_case(1, 1, 1, 1, 300, 128, fp16, causal),       // one row, 3 key blocks
+      make_case(1, 1, 1, 129, 17, 128, fp16, causal),      // seq_q > seq_k: 112 rows see no key
+      make_case(1, 1, 1, 300, 129, 64, bf16, causal),      // seq_q > seq_k across query and key blocks
+      make_case(1, 4, 2, 129, 129, 64, fp16, causal),      // GQA 2:1
+      make_case(1, 4, 1, 17, 200, 128, bf16, none),        // MQA
+      make_case(1, 1, 1, 300, 300, 64, fp16, causal),      // diagonal blocks skipped and masked
+  };
+}
+
+class Fa1OddShapes : public testing::TestWithParam<Case> {};
+
+TEST_P(Fa1OddShapes, MatchesReference) {
+  const Case& c = GetParam();
+  ASSERT_EQ(cuda::fa1_supports(c.dtype, c.head_dim), "");
+  const HostTensor output = run_fa1(c);
+  const VerifyResult result = check_output(c, GeneratedInputs(c), output);
+  EXPECT_TRUE(result.passed) << c.label() << ": " << describe(result);
+  EXPECT_EQ(result.rows_checked, c.batch * c.heads * c.seq_q) << "small cases are checked on every row";
+}
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  std::string name = info.param.label();
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name + "_" + std::to_string(info.index);
+}
+
+INSTANTIATE_TEST_SUITE_P(Emulated, Fa1OddShapes, testing::ValuesIn(odd_shapes()), case_name);
+
+// Rows that see no key are exactly zero (not merely within tolerance), and never NaN.
+TEST(Fa1, RowsWithoutKeysAreZeros) {
+  const Case c = make_case(1, 2, 2, 129, 17, 64, DType::fp16, Mask::causal);
+  const HostTensor output = run_fa1(c);
+  for (std::int64_t h = 0; h < c.heads; ++h) {
+    for (std::int64_t row = 0; row < c.seq_q; ++row) {
+      const std::vector<double> values = output.row(0, row, h);
+      const bool sees_key = c.visible_keys(row) > 0;
+      const bool all_zero = std::all_of(values.begin(), values.end(), [](double x) { return x == 0.0; });
+      EXPECT_EQ(all_zero, !sees_key) << "head " << h << " row " << row;
+    }
+  }
+}
+
+// --- The LSE against a host computation in double: ln Σ_j exp(scale · q·k_j) over the keys a row sees;
+// -inf for a row that sees none. ---
+TEST(Fa1, LogSumExpMatchesHost) {
+  const Case c = make_case(2, 2, 1, 150, 140, 64, DType::bf16, Mask::causal);  // 10 keyless rows, 2 key blocks
+  std::vector<float> lse;
+  run_fa1(c, &lse);
+  const GeneratedInputs inputs(c);
+  std::vector<double> q(static_cast<std::size_t>(c.head_dim)), k(q.size());
+  double worst = 0;
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    for (std::int64_t h = 0; h < c.heads; ++h) {
+      for (std::int64_t row = 0; row < c.seq_q; ++row) {
+        const float got = lse[static_cast<std::size_t>((b * c.heads + h) * c.seq_q + row)];
+        const std::int64_t keys = c.visible_keys(row);
+        if (keys == 0) {
+          EXPECT_EQ(got, -std::numeric_limits<float>::infinity()) << "b" << b << " h" << h << " row " << row;
+          continue;
+        }
+        inputs.row(TensorId::q, b, row, h, q.data());
+        std::vector<double> scores;
+        for (std::int64_t j = 0; j < keys; ++j) {
+          inputs.row(TensorId::k, b, j, c.kv_head_of(h), k.data());
+          double dot = 0;
+          for (std::size_t d = 0; d < q.size(); ++d) dot += q[d] * k[d];
+          scores.push_back(dot * c.scale());
+        }
+        const double max = *std::max_element(scores.begin(), scores.end());
+        double sum = 0;
+        for (double s : scores) sum += std::exp(s - max);
+        const double expected = max + std::log(sum);
+        ASSERT_TRUE(std::isfinite(got)) << "b" << b << " h" << h << " row " << row;
+        worst = std::max(worst, std::abs(got - expected));
+      }
+    }
+  }
+  // Scores are exact products of bf16 inputs summed in fp32 (|s| < ~10); ex2.approx and fp32 sums add
+  // a few 1e-6 relative: 1e-4 absolute is ample, and far below any real error (a dropped key, a wrong scale).
+  EXPECT_LT(worst, 1e-4);
+}
+
+// --- Support, shape and workspace. ---
+TEST(Fa1, RefusesWhatIsNotInstantiatedWithAReason) {
+  EXPECT_EQ(cuda::fa1_supports(DType::fp16, 128), "");
+  EXPECT_EQ(cuda::fa1_supports(DType::bf16, 256), "");
+  const std::string dtype_reason = cuda::fa1_supports(DType::fp32, 128);
+  EXPECT_NE(dtype_reason.find("fp16 and bf16"), std::string::npos) << dtype_reason;
+  const std::string dim_reason = cuda::fa1_supports(DType::fp16, 80);
+  EXPECT_NE(dim_reason.find("64, 128 and 256"), std::string::npos) << dim_reason;
+  EXPECT_NE(dim_reason.find("80"), std::string::npos) << dim_reason;
+  cuda::AttentionArgs args;
+  args.dtype = DType::fp16;
+  args.head_dim = 80;
+  EXPECT_THROW(cuda::fa1_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args), std::invalid_argument);
+}
+
+TEST(Fa1, ShapeAndWorkspace) {
+  for (const std::int64_t d : {64, 128, 256}) {
+    const cuda::KernelShape shape = cuda::fa1_shape(DType::fp16, d);
+    EXPECT_EQ(shape.block_q, 64);
+    EXPECT_EQ(shape.threads, 128);
+    EXPECT_GT(shape.block_k, 0);
+    EXPECT_LE(shape.shared_bytes, std::size_t{163} * 1024) << "over sm_80's per-block limit at d " << d;
+    // Q (two buffers), K and V tiles of 16-byte padded rows.
+    EXPECT_EQ(shape.shared_bytes, std::size_t(2 * 64 + 2 * shape.block_k) * std::size_t(d + 8) * 2);
+  }
+  cuda::AttentionArgs args;
+  args.batch = 2;
+  args.heads = 3;
+  args.seq_q = 5;
+  args.head_dim = 64;
+  EXPECT_EQ(cuda::fa1_workspace_bytes(args), std::size_t{2 * 3 * 5 * (64 + 2) * 4});
+}
+
+// --- Planted defects: each is caught where it matters, while the production kernel passes the case. ---
+
+// Without the e^{m−m_new} rescale of O, a row is wrong as soon as its max grows in a later key block:
+// seq_k 300 is 3 key blocks of 128. With one key block (seq_k 100) there is nothing to rescale.
+TEST(Fa1Planted, NoRescaleIsCaught) {
+  const Case matters = make_case(1, 2, 2, 100, 300, 64, DType::fp16, Mask::none);
+  const VerifyResult good = check_output(matters, GeneratedInputs(matters), run_fa1(matters));
+  EXPECT_TRUE(good.passed) << describe(good);
+  const VerifyResult bad = check_output(matters, GeneratedInputs(matters), run_fa1<Defect::no_rescale>(matters));
+  EXPECT_FALSE(bad.passed) << "no_rescale not caught: " << describe(bad);
+
+  const Case harmless = make_case(1, 2, 2, 100, 100, 64, DType::fp16, Mask::none);
+  const VerifyResult same = check_output(harmless, GeneratedInputs(harmless), run_fa1<Defect::no_rescale>(harmless));
+  EXPECT_TRUE(same.passed) << "one key block needs no rescale: " << describe(same);
+}
+
+// Without the barrier between the cp.async tile loads and the ldmatrix reads, warp 0 reads K, V and Q rows
+// that warps 1-3 have not copied yet: under the emulator's schedule these are still the 0xFF poison of
+// shared memory (NaN as fp16 and bf16), so the output is NaN and the checker reports a mismatch (the
+// emulator itself raises no EmulationError: a race is not a detectable misuse of an instruction).
+TEST(Fa1Planted, MissingBarrierIsCaught) {
+  const Case c = make_case(1, 1, 1, 129, 129, 64, DType::bf16, Mask::none);
+  const VerifyResult good = check_output(c, GeneratedInputs(c), run_fa1(c));
+  EXPECT_TRUE(good.passed) << describe(good);
+  HostTensor bad_output;
+  ASSERT_NO_THROW(bad_output = run_fa1<Defect::missing_barrier>(c));
+  const VerifyResult bad = check_output(c, GeneratedInputs(c), bad_output);
+  EXPECT_FALSE(bad.passed) << "missing_barrier not caught: " << describe(bad);
+  EXPECT_FALSE(bad.note.empty());
+  std::printf("missing_barrier: %s\n", bad.note.c_str());
+}
+
+// --- What an emulated verify costs (reported, not asserted): seq 1024, d 128, batch 1, heads 2, fp16. ---
+TEST(Fa1Timing, EmulatedVerifySeq1024) {
+  const Case c = make_case(1, 2, 2, 1024, 1024, 128, DType::fp16, Mask::none);
+  const auto start = std::chrono::steady_clock::now();
+  const HostTensor output = run_fa1(c);
+  const auto ran = std::chrono::steady_clock::now();
+  const VerifyResult result = check_output(c, GeneratedInputs(c), output);
+  const auto checked = std::chrono::steady_clock::now();
+  EXPECT_TRUE(result.passed) << describe(result);
+  const auto seconds = [](auto from, auto to) { return std::chrono::duration<double>(to - from).count(); };
+  std::printf("emulated fa1 %s: run %.2f s, check %.2f s (%lld rows checked)\n", c.label().c_str(),
+              seconds(start, ran), seconds(ran, checked), static_cast<long long>(result.rows_checked));
+}
+
+}  // namespace
+}  // namespace faprobe

@@ -1,0 +1,289 @@
+// The instruction probe suite (kernels/cuda/probes/probe_suite.hpp) and `faprobe probes`: every probe runs
+// on the emulator and is deterministic; compare() catches a single flipped bit, accepts differences inside
+// the tolerance of the probes that have one and NaN payloads of the float ones; a planted fragment-gathering
+// bug in the mma probe makes the comparison fail; where a GPU exists, every probe matches it; and the
+// command runs end to end (on a machine without a GPU: exit 0 and "emulator only").
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cuda/common/isa.hpp"
+#include "cuda/probes/probe_suite.hpp"
+#include "cuda/runtime/gpu.hpp"
+#include "emulator_test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace isa = faprobe::cuda::isa;
+namespace probes = faprobe::cuda::probes;
+using faprobe::cuda::Target;
+using faprobe::emu::testing::within_deadline;
+using probes::MmaProbeType;
+
+constexpr std::uint32_t unwritten_word = 0xabababab;
+
+// True when a value of the word is a NaN under the element type (compare() matches NaNs by class).
+bool holds_nan(probes::Element element, std::uint32_t word) {
+  const auto low = static_cast<std::uint16_t>(word & 0xffffu);
+  const auto high = static_cast<std::uint16_t>(word >> 16);
+  switch (element) {
+    case probes::Element::u32: return false;
+    case probes::Element::f32: return std::isnan(isa::detail::from_bits<float>(word));
+    case probes::Element::f16x2: return std::isnan(isa::half_to_float(low)) || std::isnan(isa::half_to_float(high));
+    case probes::Element::bf16x2:
+      return std::isnan(isa::bfloat16_to_float(low)) || std::isnan(isa::bfloat16_to_float(high));
+  }
+  return false;
+}
+
+// A word in the second half of the output with no NaN in it.
+std::size_t plain_word(const probes::Probe& probe, const probes::ProbeOutput& output) {
+  for (std::size_t i = output.words.size() / 2; i < output.words.size(); ++i)
+    if (!holds_nan(probe.element, output.words[i]) && output.words[i] != unwritten_word) return i;
+  ADD_FAILURE() << probe.name << ": no word without a NaN in the second half";
+  return 0;
+}
+
+const probes::Probe& probe_named(const std::string& name) {
+  for (const probes::Probe& probe : probes::all_probes())
+    if (probe.name == name) return probe;
+  throw std::invalid_argument("no probe " + name);
+}
+
+probes::ProbeOutput emulated(const probes::Probe& probe, std::uint64_t seed) {
+  probes::ProbeOutput output;
+  within_deadline([&] { output = probe.run(Target::emulator, seed); });
+  return output;
+}
+
+TEST(ProbeSuite, ListsEveryInstructionFamilyOnceByName) {
+  std::set<std::string> names;
+  for (const probes::Probe& probe : probes::all_probes()) EXPECT_TRUE(names.insert(probe.name).second) << probe.name;
+  for (const char* expected :
+       {"shfl.sync.idx width 32", "shfl.sync.up width 16", "shfl.sync.down width 8", "shfl.sync.bfly width 4",
+        "vote.sync ballot/all/any", "shfl.sync.bfly warp_sum", "mma.m16n8k16 f16 small-int", "mma.m16n8k16 bf16 random",
+        "ldmatrix.x1", "ldmatrix.x2.trans", "ldmatrix.x4", "cp.async.cg 16B + groups", "ld.global.v4 16B",
+        "ex2.approx.f32", "cvt.rn.f16.f32", "cvt.rn.bf16.f32", "cvt.f32.f16", "cvt.f32.bf16", "cvt.rn.f16x2.f32",
+        "cvt.rn.bf16x2.f32"})
+    EXPECT_EQ(names.count(expected), 1u) << expected;
+  // Tolerances only where the ISA leaves the result open.
+  for (const probes::Probe& probe : probes::all_probes()) {
+    const bool open = probe.name == "ex2.approx.f32" || probe.name.find("random") != std::string::npos;
+    EXPECT_EQ(probe.tolerance.kind != probes::Tolerance::Kind::bits, open) << probe.name;
+  }
+}
+
+TEST(ProbeSuite, EveryProbeRunsOnTheEmulatorDeterministically) {
+  for (const probes::Probe& probe : probes::all_probes()) {
+    SCOPED_TRACE(probe.name);
+    const probes::ProbeOutput first = emulated(probe, 1);
+    const probes::ProbeOutput again = emulated(probe, 1);
+    const probes::ProbeOutput other_seed = emulated(probe, 2);
+    ASSERT_FALSE(first.words.empty());
+    EXPECT_EQ(first.words, again.words);
+    EXPECT_EQ(first.allowed, again.allowed);
+    EXPECT_NE(first.words, other_seed.words) << "the seed does not reach the inputs";
+    const auto unwritten = std::count(first.words.begin(), first.words.end(), unwritten_word);
+    const std::size_t written = first.words.size() - static_cast<std::size_t>(unwritten);
+    EXPECT_GE(written, first.words.size() / 4) << "the probe left most of its output unwritten";
+    const probes::Comparison same = probes::compare(probe, first, again);
+    EXPECT_EQ(same.verdict, probes::Verdict::identical) << same.summary();
+    EXPECT_EQ(same.elements, first.words.size());
+    EXPECT_EQ(probes::checksum(first), probes::checksum(again));
+    if (probe.tolerance.kind == probes::Tolerance::Kind::of_magnitude) {
+      ASSERT_EQ(first.allowed.size(), first.words.size());
+      for (double allowed : first.allowed) EXPECT_GT(allowed, 0.0);
+    }
+  }
+}
+
+TEST(ProbeSuite, CompareFlagsASingleFlippedBit) {
+  for (const probes::Probe& probe : probes::all_probes()) {
+    SCOPED_TRACE(probe.name);
+    const probes::ProbeOutput reference = emulated(probe, 3);
+    const std::size_t index = plain_word(probe, reference);
+    probes::ProbeOutput flipped = reference;
+    // The lowest bit for bit-for-bit probes; a high exponent bit (a factor of 2^±64 or more) for the others.
+    const bool exact = probe.tolerance.kind == probes::Tolerance::Kind::bits;
+    flipped.words[index] ^= exact ? 1u : 1u << 30;
+    const probes::Comparison comparison = probes::compare(probe, reference, flipped);
+    EXPECT_EQ(comparison.verdict, probes::Verdict::differs);
+    EXPECT_EQ(comparison.differing, 1u);
+    EXPECT_EQ(comparison.first_difference, index);
+    EXPECT_NE(comparison.reference_value, comparison.candidate_value);
+    EXPECT_NE(comparison.summary().find("DIFFERS at " + std::to_string(index)), std::string::npos)
+        << comparison.summary();
+  }
+}
+
+TEST(ProbeSuite, CompareAcceptsDifferencesWithinTheTolerance) {
+  for (const probes::Probe& probe : probes::all_probes()) {
+    if (probe.tolerance.kind == probes::Tolerance::Kind::bits) continue;
+    SCOPED_TRACE(probe.name);
+    const probes::ProbeOutput reference = emulated(probe, 4);
+    const std::size_t index = plain_word(probe, reference);
+    probes::ProbeOutput nudged = reference;
+    nudged.words[index] += 1;  // one ulp
+    probes::Comparison comparison = probes::compare(probe, reference, nudged);
+    EXPECT_EQ(comparison.verdict, probes::Verdict::within_tolerance) << comparison.summary();
+    EXPECT_EQ(comparison.inexact, 1u);
+    EXPECT_EQ(comparison.max_ulps, 1.0);
+    EXPECT_GT(comparison.max_abs_diff, 0.0);
+    if (probe.tolerance.kind == probes::Tolerance::Kind::ulps) {
+      nudged.words[index] += 1;  // two ulps: the ISA's bound for ex2.approx.f32, still accepted
+      EXPECT_EQ(probes::compare(probe, reference, nudged).verdict, probes::Verdict::within_tolerance);
+      nudged.words[index] += 1;  // three: beyond it
+      comparison = probes::compare(probe, reference, nudged);
+      EXPECT_EQ(comparison.verdict, probes::Verdict::differs) << comparison.summary();
+    } else {
+      // Just inside and just outside the allowed difference of that word.
+      const float value = isa::detail::from_bits<float>(reference.words[index]);
+      const double allowed = reference.allowed[index];
+      nudged.words[index] = isa::detail::to_bits(static_cast<float>(value + 0.75 * allowed));
+      EXPECT_EQ(probes::compare(probe, reference, nudged).verdict, probes::Verdict::within_tolerance);
+      nudged.words[index] = isa::detail::to_bits(static_cast<float>(value - 1.5 * allowed));
+      EXPECT_EQ(probes::compare(probe, reference, nudged).verdict, probes::Verdict::differs);
+    }
+  }
+}
+
+TEST(ProbeSuite, CompareMatchesNanPayloadsOnlyForFloatElements) {
+  // cvt.rn.f16.f32 of a NaN: the emulator and the GPU may give different NaN bits (PTX ISA leaves them open).
+  const probes::Probe& to_f16 = probe_named("cvt.rn.f16.f32");
+  const probes::ProbeOutput reference = emulated(to_f16, 5);
+  std::size_t nan_index = reference.words.size();
+  for (std::size_t i = 0; i < reference.words.size(); ++i)
+    if (holds_nan(to_f16.element, reference.words[i])) nan_index = i;
+  ASSERT_LT(nan_index, reference.words.size()) << "the conversion inputs hold no NaN";
+  probes::ProbeOutput other_nan = reference;
+  const std::uint32_t low_half = reference.words[nan_index] & 0xffffu;
+  const std::uint32_t other_payload = low_half == 0x7fffu ? 0x7e01u : 0x7fffu;  // another f16 NaN
+  other_nan.words[nan_index] = (reference.words[nan_index] & 0xffff0000u) | other_payload;
+  const probes::Comparison comparison = probes::compare(to_f16, reference, other_nan);
+  EXPECT_EQ(comparison.verdict, probes::Verdict::identical) << comparison.summary();
+  EXPECT_EQ(comparison.nan_pairs, 1u);
+  // A NaN against a number is a difference; so is any bit of a raw u32 word, NaN-looking or not.
+  other_nan.words[nan_index] = 0x3c00u;  // 1.0 in f16
+  EXPECT_EQ(probes::compare(to_f16, reference, other_nan).verdict, probes::Verdict::differs);
+  const probes::Probe& ldmatrix = probe_named("ldmatrix.x4");
+  probes::ProbeOutput words = emulated(ldmatrix, 5);
+  words.words[0] = 0x7fc00000u;
+  probes::ProbeOutput payload = words;
+  payload.words[0] = 0x7fc00001u;
+  EXPECT_EQ(probes::compare(ldmatrix, words, payload).verdict, probes::Verdict::differs);
+  // Outputs of different lengths differ where the shorter one ends.
+  payload = words;
+  payload.words.pop_back();
+  const probes::Comparison shorter = probes::compare(ldmatrix, words, payload);
+  EXPECT_EQ(shorter.verdict, probes::Verdict::differs);
+  EXPECT_EQ(shorter.first_difference, payload.words.size());
+}
+
+TEST(ProbeSuite, PlantedLaneMappingBugMakesTheMmaComparisonDiffer) {
+  // Lanes 0 and 1 gather each other's fragments: what a wrong fragment layout in the emulator or a kernel
+  // would do. Against the production mapping the output must differ, beyond the random run's tolerance too.
+  std::vector<std::uint32_t> swapped(32);
+  std::iota(swapped.begin(), swapped.end(), 0u);
+  std::swap(swapped[0], swapped[1]);
+  for (MmaProbeType type : {MmaProbeType::f16, MmaProbeType::bf16})
+    for (bool integer_inputs : {true, false}) {
+      const probes::Probe& probe = probe_named(std::string("mma.m16n8k16 ") +
+                                               (type == MmaProbeType::f16 ? "f16" : "bf16") +
+                                               (integer_inputs ? " small-int" : " random"));
+      SCOPED_TRACE(probe.name);
+      probes::ProbeOutput production, planted;
+      within_deadline([&] {
+        production = probes::run_mma(type, integer_inputs, Target::emulator, 6);
+        planted = probes::run_mma(type, integer_inputs, Target::emulator, 6, swapped);
+      });
+      EXPECT_EQ(production.words, emulated(probe, 6).words) << "run_mma is not what the probe runs";
+      const probes::Comparison comparison = probes::compare(probe, production, planted);
+      EXPECT_EQ(comparison.verdict, probes::Verdict::differs) << comparison.summary();
+      EXPECT_GT(comparison.differing, 8u);  // rows 0 and 8 of every tile, at least
+    }
+  EXPECT_THROW(probes::run_mma(MmaProbeType::f16, true, Target::emulator, 6, {0, 1, 2}), std::invalid_argument);
+}
+
+TEST(ProbeSuite, EveryProbeMatchesTheGpu) {
+  if (faprobe::gpu::devices().empty()) GTEST_SKIP() << "no GPU (" << faprobe::gpu::no_device_reason() << ")";
+  for (const probes::Probe& probe : probes::all_probes()) {
+    SCOPED_TRACE(probe.name);
+    const probes::ProbeOutput reference = emulated(probe, 7);
+    const probes::ProbeOutput on_gpu = probe.run(Target::gpu, 7);
+    const probes::Comparison comparison = probes::compare(probe, reference, on_gpu);
+    EXPECT_NE(comparison.verdict, probes::Verdict::differs) << comparison.summary();
+    if (probe.tolerance.kind == probes::Tolerance::Kind::bits) {
+      EXPECT_EQ(comparison.verdict, probes::Verdict::identical) << comparison.summary();
+    }
+  }
+}
+
+// --- `faprobe probes` end to end ---
+
+std::string read_file(const fs::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+TEST(ProbesCommand, RunsEveryProbeAndWritesJson) {
+  const fs::path directory = fs::temp_directory_path() / ("faprobe-probes-" + std::to_string(::getpid()));
+  fs::remove_all(directory);
+  fs::create_directories(directory);
+  const std::string command = "cd '" + directory.string() + "' && '" FAPROBE_BINARY
+                              "' probes --seed 3 --json probes.json >stdout.txt 2>stderr.txt";
+  const int raw = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(raw));
+  const std::string out = read_file(directory / "stdout.txt");
+  const std::string err = read_file(directory / "stderr.txt");
+  ASSERT_TRUE(fs::exists(directory / "probes.json")) << out << err;
+  const nlohmann::json document = nlohmann::json::parse(read_file(directory / "probes.json"));
+  fs::remove_all(directory);
+
+  const bool with_gpu = !faprobe::gpu::devices().empty();
+  EXPECT_EQ(WEXITSTATUS(raw), 0) << out << err;
+  EXPECT_EQ(document["seed"], 3);
+  ASSERT_EQ(document["probes"].size(), probes::all_probes().size());
+  for (const auto& entry : document["probes"]) {
+    EXPECT_EQ(out.find(entry["name"].get<std::string>()) != std::string::npos, true) << entry["name"];
+    EXPECT_GT(entry["elements"].get<std::size_t>(), 0u) << entry["name"];
+    const std::string result = entry["result"];
+    if (with_gpu) {
+      EXPECT_TRUE(result == "identical" || result == "within_tolerance") << entry.dump();
+    } else {
+      EXPECT_EQ(result, "emulator_only") << entry.dump();
+      // The checksum is the emulated output's, so it is the one the library computes for the same seed.
+      const probes::ProbeOutput output = emulated(probe_named(entry["name"]), 3);
+      char expected[9];
+      std::snprintf(expected, sizeof expected, "%08x", probes::checksum(output));
+      EXPECT_EQ(entry["emulator_checksum"], expected) << entry["name"];
+    }
+  }
+  if (with_gpu) {
+    EXPECT_TRUE(document["device"].is_object());
+    EXPECT_EQ(out.find("DIFFERS"), std::string::npos) << out;
+  } else {
+    EXPECT_TRUE(document["device"].is_null());
+    EXPECT_NE(out.find("no GPU ("), std::string::npos) << out;
+    EXPECT_NE(out.find("ran the probes on the emulator only"), std::string::npos) << out;
+  }
+}
+
+}  // namespace
