@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "case.hpp"
+#include "case_support.hpp"
 #include "cpu/factories.hpp"
 #include "memory.hpp"
 #include "reference/check.hpp"
@@ -36,22 +37,7 @@ const std::vector<Named>& all_implementations() {
   return list;
 }
 
-Case make_case(std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, std::int64_t seq_q, std::int64_t seq_k,
-               std::int64_t head_dim, DType dtype, Mask mask, Mode mode = Mode::prefill) {
-  Case c;
-  c.batch = batch;
-  c.heads = heads;
-  c.kv_heads = kv_heads;
-  c.seq_q = seq_q;
-  c.seq_k = seq_k;
-  c.head_dim = head_dim;
-  c.dtype = dtype;
-  c.mask = mask;
-  c.mode = mode;
-  c.seed = std::uint64_t(seq_q * 1000003 + seq_k * 101 + head_dim);
-  c.validate();
-  return c;
-}
+using test_support::make_case;
 
 Case decode_case(std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, std::int64_t seq_k,
                  std::int64_t head_dim, DType dtype, Mask mask = Mask::none) {

@@ -18,6 +18,8 @@
 #include <gtest/gtest.h>
 
 #include "case.hpp"
+#include "case_support.hpp"
+#include "cuda/attention_args.hpp"
 #include "cuda/fa1/fa1_emulated.hpp"
 #include "cuda/launchers.hpp"
 #include "reference/check.hpp"
@@ -33,41 +35,15 @@ namespace {
 
 using cuda::fa1::Defect;
 
-Case make_case(std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, std::int64_t seq_q, std::int64_t seq_k,
-               std::int64_t head_dim, DType dtype, Mask mask) {
-  Case c;
-  c.batch = batch;
-  c.heads = heads;
-  c.kv_heads = kv_heads;
-  c.seq_q = seq_q;
-  c.seq_k = seq_k;
-  c.head_dim = head_dim;
-  c.dtype = dtype;
-  c.mask = mask;
-  c.seed = std::uint64_t(seq_q * 7919 + seq_k * 31 + head_dim + heads);
-  c.validate();
-  return c;
-}
+using test_support::make_case;
 
 // The output of fa1 on case c under the emulator, with kDefect planted; the LSE too when lse is given.
 template <Defect kDefect = Defect::none>
 HostTensor run_fa1(const Case& c, std::vector<float>* lse = nullptr) {
   const AttentionInputs inputs = make_inputs(c);
   HostTensor output = make_output(c);
-  cuda::AttentionArgs args;
-  args.q = inputs.q.data<std::uint16_t>();
-  args.k = inputs.k.data<std::uint16_t>();
-  args.v = inputs.v.data<std::uint16_t>();
-  args.o = output.data<std::uint16_t>();
-  args.dtype = c.dtype;
-  args.batch = c.batch;
-  args.heads = c.heads;
-  args.kv_heads = c.kv_heads;
-  args.seq_q = c.seq_q;
-  args.seq_k = c.seq_k;
-  args.head_dim = c.head_dim;
-  args.causal = c.causal();
-  args.scale = static_cast<float>(c.scale());
+  cuda::AttentionArgs args = cuda::attention_args(c, inputs.q.data<std::uint16_t>(), inputs.k.data<std::uint16_t>(),
+                                                  inputs.v.data<std::uint16_t>(), output.data<std::uint16_t>());
   if (lse != nullptr) {
     lse->assign(static_cast<std::size_t>(c.batch * c.heads * c.seq_q), std::numeric_limits<float>::quiet_NaN());
     args.lse = lse->data();

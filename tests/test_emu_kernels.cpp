@@ -285,7 +285,7 @@ TEST(EmuNaiveSoftmax, StreamedVariantMatchesFloat64OverOddShapes) {
           const GlobalSpan<const float> scores(a.scores, count, "scores");
           const GlobalSpan<float> probs(static_cast<float*>(a.probs), count, "probs");
           emu::launch({"softmax_streamed", {3}, {64}, naive::softmax_shared_bytes},
-                      [&] { naive::softmax_rows_streamed<naive::StoreFp32>(params, scores, probs); });
+                      [&] { naive::softmax_rows_streamed<isa::Float>(params, scores, probs); });
         });
         EXPECT_EQ(result.mismatches, 0u) << describe(args) << " (streamed, 64 threads): " << result.first;
       }

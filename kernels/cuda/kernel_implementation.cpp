@@ -1,5 +1,6 @@
 #include "cuda/kernel_implementation.hpp"
 
+#include "cuda/attention_args.hpp"
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -154,21 +155,7 @@ std::unique_ptr<KernelRun> KernelImplementation::make_run_for(const Case& c, Ker
 }
 
 AttentionArgs KernelImplementation::attention_args(const Case& c, const KernelTensors& tensors) {
-  AttentionArgs args;
-  args.q = tensors.q.data();
-  args.k = tensors.k.data();
-  args.v = tensors.v.data();
-  args.o = tensors.o.data();
-  args.dtype = c.dtype;
-  args.batch = c.batch;
-  args.heads = c.heads;
-  args.kv_heads = c.kv_heads;
-  args.seq_q = c.seq_q;
-  args.seq_k = c.seq_k;
-  args.head_dim = c.head_dim;
-  args.causal = c.causal();
-  args.scale = float(c.scale());
-  return args;
+  return cuda::attention_args(c, tensors.q.data(), tensors.k.data(), tensors.v.data(), tensors.o.data());
 }
 
 std::uint64_t KernelImplementation::tensor_bytes(const Case& c) {

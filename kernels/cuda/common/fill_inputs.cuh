@@ -20,20 +20,6 @@
 
 namespace faprobe::cuda::fill {
 
-// The storage of an fp32 tensor, as a tag beside isa::Half and isa::BFloat16: Storage and from_float.
-struct Float32 {
-  using Storage = float;
-  static FAPROBE_DEVICE float from_float(float value) { return value; }
-};
-struct Float16 {
-  using Storage = std::uint16_t;
-  static FAPROBE_DEVICE std::uint16_t from_float(float value) { return isa::float_to_half(value); }
-};
-struct BFloat16 {
-  using Storage = std::uint16_t;
-  static FAPROBE_DEVICE std::uint16_t from_float(float value) { return isa::float_to_bfloat16(value); }
-};
-
 inline constexpr unsigned fill_input_threads = 256;
 
 // CTAs for count elements: one per fill_input_threads elements, at most max_blocks (the grid stride

@@ -38,9 +38,9 @@ void fill_as(const Launch& launch, void* data, std::size_t count, std::uint64_t 
 void fill_input(const Launch& launch, void* data, DType dtype, std::size_t count, std::uint64_t key) {
   if (count == 0) return;  // a grid of zero CTAs is not a valid launch
   switch (dtype) {
-    case DType::fp32: return fill_as<fill::Float32>(launch, data, count, key);
-    case DType::fp16: return fill_as<fill::Float16>(launch, data, count, key);
-    case DType::bf16: return fill_as<fill::BFloat16>(launch, data, count, key);
+    case DType::fp32: return fill_as<isa::Float>(launch, data, count, key);
+    case DType::fp16: return fill_as<isa::Half>(launch, data, count, key);
+    case DType::bf16: return fill_as<isa::BFloat16>(launch, data, count, key);
     case DType::fp8_e4m3: break;
   }
   throw std::invalid_argument("fill_input: dtype " + std::string(to_string(dtype)) +

@@ -22,8 +22,8 @@ void fill_input_on_gpu(void* stream, GlobalSpan<typename Store::Storage> out, st
   FAPROBE_CHECK_LAUNCH("fill_input");
 }
 
-template void fill_input_on_gpu<Float32>(void*, GlobalSpan<float>, std::uint64_t);
-template void fill_input_on_gpu<Float16>(void*, GlobalSpan<std::uint16_t>, std::uint64_t);
-template void fill_input_on_gpu<BFloat16>(void*, GlobalSpan<std::uint16_t>, std::uint64_t);
+template void fill_input_on_gpu<isa::Float>(void*, GlobalSpan<float>, std::uint64_t);
+template void fill_input_on_gpu<isa::Half>(void*, GlobalSpan<std::uint16_t>, std::uint64_t);
+template void fill_input_on_gpu<isa::BFloat16>(void*, GlobalSpan<std::uint16_t>, std::uint64_t);
 
 }  // namespace faprobe::cuda::fill

@@ -10,7 +10,7 @@
 namespace faprobe::cuda::fill {
 
 // Launches the generator on stream (a cudaStream_t; null = the default stream) over out (device memory,
-// out.size() > 0) and checks the launch. Asynchronous. Instantiated for Float32, Float16 and BFloat16.
+// out.size() > 0) and checks the launch. Asynchronous. Instantiated for isa::Float, isa::Half and isa::BFloat16.
 template <class Store>
 void fill_input_on_gpu(void* stream, GlobalSpan<typename Store::Storage> out, std::uint64_t key);
 

@@ -442,9 +442,16 @@ FAPROBE_DEVICE std::uint32_t pack_bfloat162(float lo, float hi) {
   return std::uint32_t{float_to_bfloat16(lo)} | (std::uint32_t{float_to_bfloat16(hi)} << 16);
 }
 
-// The 16-bit storage types as tags for kernel templates: Half (fp16) and BFloat16 (bf16), each knowing its
-// conversions and its mma.sync flavour, so a kernel is written once for both.
+// The storage types as tags for kernel templates: Float (fp32), Half (fp16) and BFloat16 (bf16), each with
+// its Storage type and conversions, the 16-bit ones also with their mma.sync flavour, so a kernel is
+// written once for all of them.
+struct Float {
+  using Storage = float;
+  static FAPROBE_DEVICE float to_float(float value) { return value; }
+  static FAPROBE_DEVICE float from_float(float value) { return value; }
+};
 struct Half {
+  using Storage = std::uint16_t;
   static FAPROBE_DEVICE float to_float(std::uint16_t bits) { return half_to_float(bits); }
   static FAPROBE_DEVICE std::uint16_t from_float(float value) { return float_to_half(value); }
   static FAPROBE_DEVICE std::uint32_t pack2(float lo, float hi) { return pack_half2(lo, hi); }
@@ -454,6 +461,7 @@ struct Half {
   }
 };
 struct BFloat16 {
+  using Storage = std::uint16_t;
   static FAPROBE_DEVICE float to_float(std::uint16_t bits) { return bfloat16_to_float(bits); }
   static FAPROBE_DEVICE std::uint16_t from_float(float value) { return float_to_bfloat16(value); }
   static FAPROBE_DEVICE std::uint32_t pack2(float lo, float hi) { return pack_bfloat162(lo, hi); }

@@ -46,20 +46,6 @@ enum class SoftmaxDefect {
   causal_off_by_one,  // a causal row sees one key too many (j ≤ i + seq_k − seq_q + 1)
 };
 
-// The storage P is written in, as tags: Storage and from_float (round to nearest even, isa.hpp part 3).
-struct StoreFp32 {
-  using Storage = float;
-  static FAPROBE_DEVICE float from_float(float value) { return value; }
-};
-struct StoreFp16 {
-  using Storage = std::uint16_t;
-  static FAPROBE_DEVICE std::uint16_t from_float(float value) { return isa::float_to_half(value); }
-};
-struct StoreBf16 {
-  using Storage = std::uint16_t;
-  static FAPROBE_DEVICE std::uint16_t from_float(float value) { return isa::float_to_bfloat16(value); }
-};
-
 struct SoftmaxParams {
   std::int64_t rows = 0;   // batch·heads·seq_q
   std::int64_t seq_q = 1;  // rows per (batch, head) block: row r is query r % seq_q

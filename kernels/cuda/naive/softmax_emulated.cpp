@@ -67,9 +67,9 @@ void run_softmax(const Launch& launch, const SoftmaxArgs& args) {
 template <naive::SoftmaxDefect Defect>
 void dispatch_dtype(const Launch& launch, const SoftmaxArgs& args) {
   switch (args.dtype) {
-    case DType::fp32: return run_softmax<naive::StoreFp32, Defect>(launch, args);
-    case DType::fp16: return run_softmax<naive::StoreFp16, Defect>(launch, args);
-    case DType::bf16: return run_softmax<naive::StoreBf16, Defect>(launch, args);
+    case DType::fp32: return run_softmax<isa::Float, Defect>(launch, args);
+    case DType::fp16: return run_softmax<isa::Half, Defect>(launch, args);
+    case DType::bf16: return run_softmax<isa::BFloat16, Defect>(launch, args);
     case DType::fp8_e4m3: break;
   }
   throw std::invalid_argument("naive_softmax: dtype " + std::string(to_string(args.dtype)) +

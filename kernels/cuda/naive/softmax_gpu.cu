@@ -37,11 +37,11 @@ void softmax_on_gpu(void* stream, const SoftmaxLaunchShape& shape, const Softmax
   }
 }
 
-template void softmax_on_gpu<StoreFp32>(void*, const SoftmaxLaunchShape&, const SoftmaxParams&, GlobalSpan<const float>,
+template void softmax_on_gpu<isa::Float>(void*, const SoftmaxLaunchShape&, const SoftmaxParams&, GlobalSpan<const float>,
                                         GlobalSpan<float>);
-template void softmax_on_gpu<StoreFp16>(void*, const SoftmaxLaunchShape&, const SoftmaxParams&, GlobalSpan<const float>,
+template void softmax_on_gpu<isa::Half>(void*, const SoftmaxLaunchShape&, const SoftmaxParams&, GlobalSpan<const float>,
                                         GlobalSpan<std::uint16_t>);
-template void softmax_on_gpu<StoreBf16>(void*, const SoftmaxLaunchShape&, const SoftmaxParams&, GlobalSpan<const float>,
+template void softmax_on_gpu<isa::BFloat16>(void*, const SoftmaxLaunchShape&, const SoftmaxParams&, GlobalSpan<const float>,
                                         GlobalSpan<std::uint16_t>);
 
 }  // namespace faprobe::cuda::naive

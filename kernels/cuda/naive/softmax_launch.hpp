@@ -13,7 +13,7 @@ namespace naive {
 
 #if defined(FAPROBE_WITH_CUDA)
 // Launches the softmax on stream (a cudaStream_t; null = the default stream) with the given shape, over
-// device memory, and checks the launch. Asynchronous. Instantiated for StoreFp32, StoreFp16, StoreBf16.
+// device memory, and checks the launch. Asynchronous. Instantiated for isa::Float, isa::Half, isa::BFloat16.
 template <class Out>
 void softmax_on_gpu(void* stream, const SoftmaxLaunchShape& shape, const SoftmaxParams& params,
                     GlobalSpan<const float> scores, GlobalSpan<typename Out::Storage> probs);

@@ -1,0 +1,27 @@
+// The AttentionArgs of a case over its four tensors (wherever they live: device memory, or host memory for
+// the emulator): the one place a Case becomes a kernel's view of the problem.
+#pragma once
+#include "case.hpp"
+#include "cuda/launchers.hpp"
+
+namespace faprobe::cuda {
+
+inline AttentionArgs attention_args(const Case& c, const void* q, const void* k, const void* v, void* o) {
+  AttentionArgs args;
+  args.q = q;
+  args.k = k;
+  args.v = v;
+  args.o = o;
+  args.dtype = c.dtype;
+  args.batch = c.batch;
+  args.heads = c.heads;
+  args.kv_heads = c.kv_heads;
+  args.seq_q = c.seq_q;
+  args.seq_k = c.seq_k;
+  args.head_dim = c.head_dim;
+  args.causal = c.causal();
+  args.scale = float(c.scale());
+  return args;
+}
+
+}  // namespace faprobe::cuda
