@@ -33,10 +33,7 @@ KernelBuffer::KernelBuffer(Target target, std::size_t bytes, AllocKind kind) : b
 
 namespace {
 
-const std::vector<gpu::DeviceInfo>& gpu_devices() {
-  static const std::vector<gpu::DeviceInfo> found = gpu::devices();
-  return found;
-}
+std::vector<gpu::DeviceInfo> gpu_devices() { return gpu::devices(); }  // found once per process
 
 std::size_t bytes_of(DType dtype, std::int64_t elements) { return dtype_bytes(dtype) * std::size_t(elements); }
 

@@ -146,15 +146,21 @@ std::vector<DeviceInfo> find_devices(std::string& reason) {
 
 }  // namespace
 
-std::vector<DeviceInfo> devices() {
-  std::string reason;
-  return find_devices(reason);
+// The devices and the reason there are none, found once per process: they cannot change while it runs,
+// and list, the --json header, the default implementation choice and every cuda.* record ask.
+static const std::pair<std::vector<DeviceInfo>, std::string>& device_scan() {
+  static const std::pair<std::vector<DeviceInfo>, std::string> scan = [] {
+    std::string reason;
+    std::vector<DeviceInfo> found = find_devices(reason);
+    return std::make_pair(std::move(found), std::move(reason));
+  }();
+  return scan;
 }
 
+std::vector<DeviceInfo> devices() { return device_scan().first; }
+
 std::string no_device_reason() {
-  std::string reason;
-  (void)find_devices(reason);
-  return reason;
+  return device_scan().second;
 }
 
 // --- Errors ---
