@@ -10,6 +10,7 @@
 // key block, which FA-2's loop order (query blocks outer, O in registers) removes.
 #include <fmt/format.h>
 
+#include "cuda/attention_args.hpp"
 #include "cuda/factories.hpp"
 #include "cuda/kernel_implementation.hpp"
 
@@ -43,12 +44,7 @@ class Fa1 final : public KernelImplementation {
   using KernelImplementation::KernelImplementation;
 
   std::uint64_t predicted_bytes(const Case& c) const override {
-    AttentionArgs args;
-    args.batch = c.batch;
-    args.heads = c.heads;
-    args.seq_q = c.seq_q;
-    args.head_dim = c.head_dim;
-    return tensor_bytes(c) + fa1_workspace_bytes(args);
+    return tensor_bytes(c) + fa1_workspace_bytes(cuda::attention_args(c, nullptr, nullptr, nullptr, nullptr));
   }
 
   double predicted_seconds(const Case& c, const MachineRates& rates) const override {

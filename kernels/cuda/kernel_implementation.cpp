@@ -33,7 +33,6 @@ KernelBuffer::KernelBuffer(Target target, std::size_t bytes, AllocKind kind) : b
 
 namespace {
 
-std::vector<gpu::DeviceInfo> gpu_devices() { return gpu::devices(); }  // found once per process
 
 std::size_t bytes_of(DType dtype, std::int64_t elements) { return dtype_bytes(dtype) * std::size_t(elements); }
 
@@ -52,7 +51,7 @@ class KernelPreparedCase final : public PreparedCase {
     fill_input(launch_, tensors_.q.data(), c.dtype, std::size_t(c.q_elements()), tensor_key(c.seed, TensorId::q));
     fill_input(launch_, tensors_.k.data(), c.dtype, std::size_t(c.kv_elements()), tensor_key(c.seed, TensorId::k));
     fill_input(launch_, tensors_.v.data(), c.dtype, std::size_t(c.kv_elements()), tensor_key(c.seed, TensorId::v));
-    run_ = impl_.make_run_for(c, tensors_);
+    run_ = impl_.make_run(c, tensors_);
     if (target() == Target::gpu) gpu::synchronize();
   }
 
@@ -122,19 +121,21 @@ std::string KernelImplementation::name() const {
 
 std::string KernelImplementation::device() const {
   if (target_ == Target::emulator) return kEmulatedDevice;
-  return gpu_devices().empty() ? "cuda (no device)" : gpu_devices().front().name;
+  const std::vector<gpu::DeviceInfo> found = gpu::devices();
+  return found.empty() ? "cuda (no device)" : found.front().name;
 }
 
 std::uint64_t KernelImplementation::default_memory_limit() const {
-  if (target_ == Target::gpu && !gpu_devices().empty()) return gpu::default_memory_limit();
+  if (target_ == Target::gpu && !gpu::devices().empty()) return gpu::default_memory_limit();
   return default_host_memory_limit();
 }
 
 std::string KernelImplementation::supports(const Case& c) const {
   if (target_ == Target::gpu) {
     if (!built_with_cuda()) return "built without CUDA (configure with nvcc on the PATH, FAPROBE_ENABLE_CUDA=ON)";
-    if (gpu_devices().empty()) return fmt::format("no CUDA device ({})", gpu::no_device_reason());
-    const gpu::DeviceInfo& device = gpu_devices().front();
+    const std::vector<gpu::DeviceInfo> found = gpu::devices();
+    if (found.empty()) return fmt::format("no CUDA device ({})", gpu::no_device_reason());
+    const gpu::DeviceInfo& device = found.front();
     if (device.compute_major < 8) {
       return fmt::format("needs compute capability 8.0 or newer (mma.sync, cp.async); {} is {}", device.name,
                          device.compute_capability());
@@ -145,10 +146,6 @@ std::string KernelImplementation::supports(const Case& c) const {
 
 std::unique_ptr<PreparedCase> KernelImplementation::prepare(const Case& c) const {
   return std::make_unique<KernelPreparedCase>(*this, c);
-}
-
-std::unique_ptr<KernelRun> KernelImplementation::make_run_for(const Case& c, KernelTensors& tensors) const {
-  return make_run(c, tensors);
 }
 
 AttentionArgs KernelImplementation::attention_args(const Case& c, const KernelTensors& tensors) {

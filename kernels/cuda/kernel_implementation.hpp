@@ -64,14 +64,14 @@ class KernelImplementation : public Implementation {
   std::unique_ptr<PreparedCase> prepare(const Case& c) const final;
 
   Target target() const { return target_; }
-  std::unique_ptr<KernelRun> make_run_for(const Case& c, KernelTensors& tensors) const;  // for the shell
+  // The workspaces and launches of one forward call of case c over its tensors (allocated by the shell).
+  virtual std::unique_ptr<KernelRun> make_run(const Case& c, KernelTensors& tensors) const = 0;
   // The AttentionArgs of a case over its tensors (no LSE, no workspace).
   static AttentionArgs attention_args(const Case& c, const KernelTensors& tensors);
 
  protected:
   virtual std::string kernel_name() const = 0;                   // "naive", "fa1"
   virtual std::string kernel_supports(const Case& c) const = 0;  // "" or the reason
-  virtual std::unique_ptr<KernelRun> make_run(const Case& c, KernelTensors& tensors) const = 0;
   // Bytes of Q, K, V and O in the case's dtype: the part of predicted_bytes every kernel shares.
   static std::uint64_t tensor_bytes(const Case& c);
 
