@@ -11,8 +11,9 @@
 #   verify      faprobe verify --config configs/gpu-verify.json, once per implementation
 #   save        faprobe run --save: one small odd-shaped case per implementation, then check-npy:
 #               scripts/check_npy.py checks the saved outputs with NumPy in float64, independently
-#   sweep       configs/h200-quick.json and configs/seed-table-gpu.json, once per implementation
-#   peers       scripts/peers_torch.py: PyTorch's SDPA backends on the same cases, and the backend table
+#   sweep       configs/fa2-vs-fa1.json (right after verify), then configs/h200-quick.json and
+#               configs/seed-table-gpu.json, once per implementation, each followed by
+#   peers       scripts/peers_torch.py: PyTorch's SDPA backends on the same cases; then the backend table
 #   plots       scripts/plot.py over faprobe's and the peers' records
 # Each implementation runs in its own faprobe process, so that a crash loses only its own records; one
 # that times out (a hang) is skipped by the later steps. A step that fails or times out is recorded and
@@ -245,6 +246,19 @@ for impl in "${impls[@]}"; do
   note_hang $? "$impl"
 done
 
+# The FA-2 target against FA-1 (configs/fa2-vs-fa1.json), early: it is short and a later step may run out
+# of budget. Both in one process; a hang of either is caught by --isolate (on by default for cuda.*).
+fa_pair=()
+for impl in cuda.fa1 cuda.fa2; do
+  case " ${impls[*]} " in *" $impl "*) case "$hung" in *" $impl "*) ;; *) fa_pair+=("$impl") ;; esac ;; esac
+done
+if [ ${#fa_pair[@]} -eq 2 ]; then
+  step sweep.fa2-vs-fa1 90 "$bin" sweep --config configs/fa2-vs-fa1.json --out "$work/sweep/fa2-vs-fa1.jsonl" \
+    --md "$work/sweep/fa2-vs-fa1.md"
+else
+  record_step sweep.fa2-vs-fa1 "skipped: needs cuda.fa1 and cuda.fa2 (have: ${fa_pair[*]:-none})" 0 ""
+fi
+
 # One small odd-shaped case per implementation (GQA, seq_q != seq_k, causal, bf16), saved for NumPy; a
 # decode-only implementation refuses it and gets a decode case instead.
 saved_dirs=()
@@ -267,24 +281,28 @@ else
   record_step check-npy "skipped: nothing was saved" 0 ""
 fi
 
-for sweep in h200-quick seed-table-gpu; do
+# Each sweep, then PyTorch's SDPA backends on the same cases right after it: h200-quick (where the FA-2
+# target against Dao's FA-2 is read) before the seed table, so that a short budget loses the latter.
+sweep_impls() {  # sweep_impls NAME
+  local impl
   for impl in "${impls[@]}"; do
-    runnable "sweep.$sweep.$impl" "$impl" || continue
-    step "sweep.$sweep.$impl" 120 "$bin" sweep --config "configs/$sweep.json" --impl "$impl" \
-      --out "$work/sweep/$sweep.jsonl" --json "$work/sweep/$sweep.$impl.json" \
-      --csv "$work/sweep/$sweep.$impl.csv" --md "$work/sweep/$sweep.$impl.md"
+    runnable "sweep.$1.$impl" "$impl" || continue
+    step "sweep.$1.$impl" 120 "$bin" sweep --config "configs/$1.json" --impl "$impl" \
+      --out "$work/sweep/$1.jsonl" --json "$work/sweep/$1.$impl.json" \
+      --csv "$work/sweep/$1.$impl.csv" --md "$work/sweep/$1.$impl.md"
     note_hang $? "$impl"
   done
-done
-
-# ---------------------------------------------------------------------------------------------------------
-# PyTorch's SDPA backends on the same cases, then the plots
-
-step peers.backend-table 60 "$python" scripts/peers_torch.py --backend-table "$work/peers/backends.md"
+}
+sweep_impls h200-quick
 step peers.h200-quick 120 "$python" scripts/peers_torch.py --config configs/h200-quick.json \
   --out "$work/peers/h200-quick.jsonl" --time-budget 100
+sweep_impls seed-table-gpu
 step peers.seed-table-gpu 90 "$python" scripts/peers_torch.py --config configs/seed-table-gpu.json \
   --out "$work/peers/seed-table-gpu.jsonl" --time-budget 70
+step peers.backend-table 60 "$python" scripts/peers_torch.py --backend-table "$work/peers/backends.md"
+
+# ---------------------------------------------------------------------------------------------------------
+# The plots
 
 if [ -n "$python" ] && $python -c 'import matplotlib, numpy' 2> /dev/null; then
   for sweep in h200-quick seed-table-gpu; do

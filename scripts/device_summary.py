@@ -6,7 +6,8 @@ Usage: scripts/device_summary.py WORKDIR    (the directory device-check.sh packs
 Reads whatever exists (a step that did not run leaves its section out): the GPU from nvidia-smi, the
 outcome of every step, verify's counts and mismatches, the NumPy check of the saved outputs, the best
 TFLOP/s per implementation at the largest sequence length of configs/h200-quick.json (faprobe's CUDA
-implementations and PyTorch's SDPA backends), and the seed table's rows.
+implementations and PyTorch's SDPA backends), the kernels' targets as ratios measured in the same run
+(cuda.fa2 against PyTorch's flash backend and against cuda.fa1), and the seed table's rows.
 """
 
 import csv
@@ -150,6 +151,55 @@ def throughput(work):
     return out + ["", "Median time; FLOPs count only the keys a causal row sees. ✗: some output mismatched.", ""]
 
 
+SHAPE = ("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim", "dtype", "mask", "mode")
+
+
+def shape(case):
+    """What makes two records the same problem, whichever program wrote them (a peer's case may carry
+    fewer or more fields than faprobe's)."""
+    return tuple(case.get(key) for key in SHAPE)
+
+
+def ran_with_time(recs):
+    return [r for r in recs if r["status"] == "ok" and (r.get("time_s") or {}).get("median")]
+
+
+def targets(work):
+    """The issue targets as ratios of median times in this run (same case, same GPU, minutes apart)."""
+    out = []
+    quick = ran_with_time(records(os.path.join(work, "sweep", "h200-quick.jsonl"),
+                                  os.path.join(work, "peers", "h200-quick.jsonl")))
+    time_of = {(r["impl"], shape(r["case"])): r["time_s"]["median"] for r in quick}
+    rows = []
+    for r in sorted(quick, key=lambda r: r["case"]["seq_k"]):
+        case = r["case"]
+        if (r["impl"] != "cuda.fa2" or case["dtype"] != "bf16" or case["head_dim"] != 128
+                or case["mask"] != "none" or case["seq_k"] < 2048):
+            continue
+        flash = time_of.get(("torch.flash", shape(case)))
+        if flash:
+            ratio = flash / r["time_s"]["median"]
+            rows.append([label(case), f"{r.get('tflops', 0):.1f}", f"{ratio * 100:.0f} %",
+                         "met" if ratio >= 0.9 else "missed"])
+    if rows:
+        out += ["### cuda.fa2 against torch.flash (Dao's FA-2): bf16, d128, 16k tokens, no mask, seq ≥ 2k; target ≥ 90 %", ""]
+        out += table(["case", "fa2 TFLOP/s", "fa2 speed / flash speed", "target"], rows) + [""]
+    pair = ran_with_time(records(os.path.join(work, "sweep", "fa2-vs-fa1.jsonl")))
+    rows = []
+    for r in pair:
+        if r["impl"] != "cuda.fa2":
+            continue
+        fa1 = next((o for o in pair if o["impl"] == "cuda.fa1" and shape(o["case"]) == shape(r["case"])), None)
+        if fa1:
+            speedup = fa1["time_s"]["median"] / r["time_s"]["median"]
+            rows.append([label(r["case"]), fmt_time(fa1["time_s"]["median"]), fmt_time(r["time_s"]["median"]),
+                         f"{speedup:.2f}x", "met" if speedup >= 1.5 else "missed"])
+    if rows:
+        out += ["### cuda.fa2 against cuda.fa1 (configs/fa2-vs-fa1.json); target ≥ 1.5x", ""]
+        out += table(["case", "fa1", "fa2", "speedup", "target"], rows) + [""]
+    return (["## Targets (ratios of median times in this run)", ""] + out) if out else []
+
+
 def seed_table(work):
     recs = records(os.path.join(work, "sweep", "seed-table-gpu.jsonl"), os.path.join(work, "peers", "seed-table-gpu.jsonl"))
     if not recs:
@@ -189,7 +239,7 @@ def main(argv):
     work = argv[0]
     gpu = next(iter(csv.reader(read(os.path.join(work, "env", "nvidia-smi.csv")).splitlines()[1:2])), ["no GPU"])
     out = [f"# faprobe device check: {gpu[0]}", ""] + machine(work) + ["", "## Steps", ""] + steps(work) + [""]
-    for section in (probes, verify, saved, throughput, seed_table, peers):
+    for section in (probes, verify, saved, throughput, targets, seed_table, peers):
         try:
             out += section(work)
         except Exception as error:  # one malformed file must not lose the rest of the summary

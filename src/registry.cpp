@@ -16,8 +16,10 @@ const std::vector<std::unique_ptr<Implementation>>& implementations() {
     list.push_back(cpu::make_decode_splitk());
     list.push_back(cuda::make_naive(cuda::Target::gpu));
     list.push_back(cuda::make_fa1(cuda::Target::gpu));
+    list.push_back(cuda::make_fa2(cuda::Target::gpu));
     list.push_back(cuda::make_naive(cuda::Target::emulator));
     list.push_back(cuda::make_fa1(cuda::Target::emulator));
+    list.push_back(cuda::make_fa2(cuda::Target::emulator));
     return list;
   }();
   return all;

@@ -4,10 +4,6 @@
 // seq_q < seq_k and seq_q > seq_k, whose first rows see no key; GQA and MQA; fp16 and bf16), the LSE
 // against a host computation, what the kernel refuses, and planted defects that must be caught while the
 // production kernel passes the same case. One timing test reports what an emulated verify costs.
-#include <algorithm>
-#include <cctype>
-#include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -19,6 +15,7 @@
 
 #include "case.hpp"
 #include "case_support.hpp"
+#include "flash_kernel_support.hpp"
 #include "cuda/attention_args.hpp"
 #include "cuda/fa1/fa1_emulated.hpp"
 #include "cuda/launchers.hpp"
@@ -28,39 +25,36 @@
 
 namespace faprobe {
 
-// What gtest prints for a failing case parameter (instead of the struct's bytes).
-void PrintTo(const Case& c, std::ostream* out) { *out << c.label(); }
-
 namespace {
 
 using cuda::fa1::Defect;
 
+using test_support::case_name;
+using test_support::describe;
+using test_support::expect_keyless_rows_zero;
+using test_support::expect_refuses_with_reasons;
 using test_support::make_case;
+using test_support::report_emulated_cost;
+using test_support::run_flash_kernel;
+using test_support::worst_lse_error;
 
 // The output of fa1 on case c under the emulator, with kDefect planted; the LSE too when lse is given.
 template <Defect kDefect = Defect::none>
 HostTensor run_fa1(const Case& c, std::vector<float>* lse = nullptr) {
-  const AttentionInputs inputs = make_inputs(c);
-  HostTensor output = make_output(c);
-  cuda::AttentionArgs args = cuda::attention_args(c, inputs.q.data<std::uint16_t>(), inputs.k.data<std::uint16_t>(),
-                                                  inputs.v.data<std::uint16_t>(), output.data<std::uint16_t>());
-  if (lse != nullptr) {
-    lse->assign(static_cast<std::size_t>(c.batch * c.heads * c.seq_q), std::numeric_limits<float>::quiet_NaN());
-    args.lse = lse->data();
-  }
-  // NaN-filled, so a read of workspace the kernel never wrote shows in the output.
-  std::vector<float> workspace(cuda::fa1_workspace_bytes(args) / sizeof(float), std::numeric_limits<float>::quiet_NaN());
-  args.workspace = workspace.data();
-  if constexpr (kDefect == Defect::none) {
-    cuda::fa1_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args);
-  } else {
-    cuda::fa1::forward_emulated<kDefect>(args);
-  }
-  return output;
-}
-
-std::string describe(const VerifyResult& r) {
-  return "max_abs_diff " + std::to_string(r.max_abs_diff) + " tolerance " + std::to_string(r.tolerance) + " " + r.note;
+  return run_flash_kernel(
+      c,
+      [](cuda::AttentionArgs& args) {
+        // NaN-filled, so a read of workspace the kernel never wrote shows in the output.
+        std::vector<float> workspace(cuda::fa1_workspace_bytes(args) / sizeof(float),
+                                     std::numeric_limits<float>::quiet_NaN());
+        args.workspace = workspace.data();
+        if constexpr (kDefect == Defect::none) {
+          cuda::fa1_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args);
+        } else {
+          cuda::fa1::forward_emulated<kDefect>(args);
+        }
+      },
+      lse);
 }
 
 // --- The kernel against the reference over odd shapes. ---
@@ -97,28 +91,12 @@ TEST_P(Fa1OddShapes, MatchesReference) {
   EXPECT_EQ(result.rows_checked, c.batch * c.heads * c.seq_q) << "small cases are checked on every row";
 }
 
-std::string case_name(const testing::TestParamInfo<Case>& info) {
-  std::string name = info.param.label();
-  for (char& ch : name) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  return name + "_" + std::to_string(info.index);
-}
-
 INSTANTIATE_TEST_SUITE_P(Emulated, Fa1OddShapes, testing::ValuesIn(odd_shapes()), case_name);
 
 // Rows that see no key are exactly zero (not merely within tolerance), and never NaN.
 TEST(Fa1, RowsWithoutKeysAreZeros) {
   const Case c = make_case(1, 2, 2, 129, 17, 64, DType::fp16, Mask::causal);
-  const HostTensor output = run_fa1(c);
-  for (std::int64_t h = 0; h < c.heads; ++h) {
-    for (std::int64_t row = 0; row < c.seq_q; ++row) {
-      const std::vector<double> values = output.row(0, row, h);
-      const bool sees_key = c.visible_keys(row) > 0;
-      const bool all_zero = std::all_of(values.begin(), values.end(), [](double x) { return x == 0.0; });
-      EXPECT_EQ(all_zero, !sees_key) << "head " << h << " row " << row;
-    }
-  }
+  expect_keyless_rows_zero(c, run_fa1(c));
 }
 
 // --- The LSE against a host computation in double: ln Σ_j exp(scale · q·k_j) over the keys a row sees;
@@ -127,35 +105,7 @@ TEST(Fa1, LogSumExpMatchesHost) {
   const Case c = make_case(2, 2, 1, 150, 140, 64, DType::bf16, Mask::causal);  // 10 keyless rows, 2 key blocks
   std::vector<float> lse;
   run_fa1(c, &lse);
-  const GeneratedInputs inputs(c);
-  std::vector<double> q(static_cast<std::size_t>(c.head_dim)), k(q.size());
-  double worst = 0;
-  for (std::int64_t b = 0; b < c.batch; ++b) {
-    for (std::int64_t h = 0; h < c.heads; ++h) {
-      for (std::int64_t row = 0; row < c.seq_q; ++row) {
-        const float got = lse[static_cast<std::size_t>((b * c.heads + h) * c.seq_q + row)];
-        const std::int64_t keys = c.visible_keys(row);
-        if (keys == 0) {
-          EXPECT_EQ(got, -std::numeric_limits<float>::infinity()) << "b" << b << " h" << h << " row " << row;
-          continue;
-        }
-        inputs.row(TensorId::q, b, row, h, q.data());
-        std::vector<double> scores;
-        for (std::int64_t j = 0; j < keys; ++j) {
-          inputs.row(TensorId::k, b, j, c.kv_head_of(h), k.data());
-          double dot = 0;
-          for (std::size_t d = 0; d < q.size(); ++d) dot += q[d] * k[d];
-          scores.push_back(dot * c.scale());
-        }
-        const double max = *std::max_element(scores.begin(), scores.end());
-        double sum = 0;
-        for (double s : scores) sum += std::exp(s - max);
-        const double expected = max + std::log(sum);
-        ASSERT_TRUE(std::isfinite(got)) << "b" << b << " h" << h << " row " << row;
-        worst = std::max(worst, std::abs(got - expected));
-      }
-    }
-  }
+  const double worst = worst_lse_error(c, lse);
   // Scores are exact products of bf16 inputs summed in fp32 (|s| < ~10); ex2.approx and fp32 sums add
   // a few 1e-6 relative: 1e-4 absolute is ample, and far below any real error (a dropped key, a wrong scale).
   EXPECT_LT(worst, 1e-4);
@@ -163,17 +113,8 @@ TEST(Fa1, LogSumExpMatchesHost) {
 
 // --- Support, shape and workspace. ---
 TEST(Fa1, RefusesWhatIsNotInstantiatedWithAReason) {
-  EXPECT_EQ(cuda::fa1_supports(DType::fp16, 128), "");
-  EXPECT_EQ(cuda::fa1_supports(DType::bf16, 256), "");
-  const std::string dtype_reason = cuda::fa1_supports(DType::fp32, 128);
-  EXPECT_NE(dtype_reason.find("fp16 and bf16"), std::string::npos) << dtype_reason;
-  const std::string dim_reason = cuda::fa1_supports(DType::fp16, 80);
-  EXPECT_NE(dim_reason.find("64, 128 and 256"), std::string::npos) << dim_reason;
-  EXPECT_NE(dim_reason.find("80"), std::string::npos) << dim_reason;
-  cuda::AttentionArgs args;
-  args.dtype = DType::fp16;
-  args.head_dim = 80;
-  EXPECT_THROW(cuda::fa1_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args), std::invalid_argument);
+  expect_refuses_with_reasons(cuda::fa1_supports, cuda::fa1_forward, 80);
+  EXPECT_NE(cuda::fa1_supports(DType::fp32, 64).find("fa1"), std::string::npos) << "the reason names the kernel";
 }
 
 TEST(Fa1, ShapeAndWorkspace) {
@@ -228,16 +169,8 @@ TEST(Fa1Planted, MissingBarrierIsCaught) {
 
 // --- What an emulated verify costs (reported, not asserted): seq 1024, d 128, batch 1, heads 2, fp16. ---
 TEST(Fa1Timing, EmulatedVerifySeq1024) {
-  const Case c = make_case(1, 2, 2, 1024, 1024, 128, DType::fp16, Mask::none);
-  const auto start = std::chrono::steady_clock::now();
-  const HostTensor output = run_fa1(c);
-  const auto ran = std::chrono::steady_clock::now();
-  const VerifyResult result = check_output(c, GeneratedInputs(c), output);
-  const auto checked = std::chrono::steady_clock::now();
-  EXPECT_TRUE(result.passed) << describe(result);
-  const auto seconds = [](auto from, auto to) { return std::chrono::duration<double>(to - from).count(); };
-  std::printf("emulated fa1 %s: run %.2f s, check %.2f s (%lld rows checked)\n", c.label().c_str(),
-              seconds(start, ran), seconds(ran, checked), static_cast<long long>(result.rows_checked));
+  report_emulated_cost("fa1", make_case(1, 2, 2, 1024, 1024, 128, DType::fp16, Mask::none),
+                       [](const Case& c) { return run_fa1(c); });
 }
 
 }  // namespace

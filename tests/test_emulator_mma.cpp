@@ -449,4 +449,24 @@ TEST(EmulatorMemory, SixteenByteLoads) {
   expect_mentions(message, {"load_16_overrun", "words[64], size 64"});
 }
 
+TEST(EmulatorMemory, SixteenByteStores) {
+  std::vector<std::uint32_t> stored(64, 0);
+  auto out = span_of(stored, "stored");
+  within_deadline([&] {
+    faprobe::emu::launch({"store_16", {1, 1, 1}, {16, 1, 1}, 0}, [&] {
+      const unsigned t = isa::thread_linear_idx();
+      isa::store_16(out, 4 * t, isa::Words4{{4 * t + 100, 4 * t + 101, 4 * t + 102, 4 * t + 103}});
+    });
+  });
+  std::vector<std::uint32_t> expected(64);
+  std::iota(expected.begin(), expected.end(), 100u);
+  EXPECT_EQ(stored, expected);
+  std::string message = launch_error({"store_16_misaligned", {1, 1, 1}, {1, 1, 1}, 0},
+                                     [&] { isa::store_16(out, 2, isa::Words4{}); });
+  expect_mentions(message, {"store_16_misaligned", "stored[2]", "not aligned to 16 bytes"});
+  message = launch_error({"store_16_overrun", {1, 1, 1}, {1, 1, 1}, 0}, [&] { isa::store_16(out, 61, isa::Words4{}); });
+  expect_mentions(message, {"store_16_overrun", "stored[64], size 64"});
+  EXPECT_EQ(stored, expected) << "a refused store writes nothing";
+}
+
 }  // namespace

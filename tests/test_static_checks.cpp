@@ -12,7 +12,7 @@
 //
 // uses_instruction() asserts that an instruction occurs in the SASS of the kernels whose name matches a
 // pattern, and fails when no kernel matches (it never passes vacuously): the instruction probes
-// (kernels/cuda/probes/) use HMMA (mma.sync) and LDSM (ldmatrix), and the fa1 kernels HMMA.
+// (kernels/cuda/probes/) use HMMA (mma.sync) and LDSM (ldmatrix), and the fa1 and fa2 kernels HMMA.
 //
 // The planted defects (static_checks_planted.cu: local memory, register spills, no tensor cores) show
 // that each check can fail.
@@ -397,8 +397,10 @@ TEST_F(StaticChecks, InstructionProbesUseTheirInstructions) {
   EXPECT_TRUE(uses_instruction(kernels_library(), "LDSM", "probes::ldmatrix_kernel"));
 }
 
-TEST_F(StaticChecks, Fa1KernelsUseTensorCores) {
+TEST_F(StaticChecks, FlashKernelsUseTensorCores) {
   EXPECT_TRUE(uses_instruction(kernels_library(), "HMMA", "fa1"));
+  EXPECT_TRUE(uses_instruction(kernels_library(), "HMMA", "fa2"));
+  EXPECT_TRUE(uses_instruction(kernels_library(), "LDSM", "fa2")) << "ldmatrix for Q, K and V fragments";
 }
 
 // --- The checks can fail ---

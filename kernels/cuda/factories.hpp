@@ -1,4 +1,4 @@
-// Factories of the implementations on faprobe's CUDA kernels, one per file (naive.cpp, fa1.cpp). Each is
+// Factories of the implementations on faprobe's CUDA kernels, one per file (naive.cpp, fa1.cpp, fa2.cpp). Each is
 // registered twice: for the GPU (cuda.<name>) and under the emulator (emu.<name>).
 #pragma once
 #include <memory>
@@ -10,5 +10,6 @@ namespace faprobe::cuda {
 
 std::unique_ptr<Implementation> make_naive(Target target);  // cuBLAS S = Q·Kᵀ, softmax kernel, cuBLAS P·V
 std::unique_ptr<Implementation> make_fa1(Target target);    // FlashAttention-1: one CTA per (batch, head)
+std::unique_ptr<Implementation> make_fa2(Target target);    // FlashAttention-2: one CTA per (query block, head, batch)
 
 }  // namespace faprobe::cuda

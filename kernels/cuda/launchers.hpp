@@ -1,7 +1,7 @@
 // The host-side entry points of faprobe's CUDA kernels, one function per kernel, each callable two ways:
 // Target::gpu launches the nvcc-compiled kernel on a CUDA stream (defined only in CUDA builds, in the
 // kernels' .cu files), Target::emulator runs the same kernel body under the CPU emulation
-// (cuda/common/emu/) on host memory (defined in every build, in emulated_launchers.cpp). Pointers are
+// (cuda/common/emu/) on host memory (defined in every build, in each kernel's *_emulated.cpp). Pointers are
 // device pointers for the GPU and host pointers for the emulator; nothing here includes a CUDA header, so
 // the implementations (kernels/cuda/*.cpp) are plain C++ for both.
 #pragma once
@@ -68,5 +68,11 @@ KernelShape fa1_shape(DType dtype, std::int64_t head_dim);
 // Bytes of AttentionArgs::workspace fa1_forward needs: O, row max and row sum in fp32 between key blocks.
 std::size_t fa1_workspace_bytes(const AttentionArgs& args);
 void fa1_forward(const Launch& launch, const AttentionArgs& args);
+
+// --- cuda.fa2 (cuda/fa2/): FlashAttention-2, one CTA per (query block, head, batch), O in registers. ---
+std::string fa2_supports(DType dtype, std::int64_t head_dim);  // "" or the reason, as fa1_supports
+KernelShape fa2_shape(DType dtype, std::int64_t head_dim);
+// No workspace: args.workspace is ignored. Throws std::invalid_argument on what the kernel cannot run.
+void fa2_forward(const Launch& launch, const AttentionArgs& args);
 
 }  // namespace faprobe::cuda

@@ -8,7 +8,8 @@
 // thread_local lookup, and a barrier or collective a fiber switch per participating thread.
 //
 // Part 2 (below part 1): the Ampere warp-level matrix instructions mma.sync m16n8k16 (f16, bf16 -> f32) and
-// ldmatrix (x1/x2/x4, .trans), cp.async with commit and wait groups, ex2.approx and 16-byte vector loads.
+// ldmatrix (x1/x2/x4, .trans), cp.async with commit and wait groups, ex2.approx and 16-byte vector loads
+// and stores.
 // Part 3: conversions between fp32 and the 16-bit storage types (one value, or two packed in a 32-bit
 // register as mma.sync takes them).
 // Later parts (on Hopper wgmma, TMA, mbarrier, setmaxnreg, elect.sync, stmatrix) follow the same pattern:
@@ -397,6 +398,23 @@ FAPROBE_DEVICE Words4 load_16(GlobalSpan<const T> source, std::size_t index) {
   std::memcpy(out.word, first, sizeof out.word);
 #endif
   return out;
+}
+
+// --- 16-byte vector store to global memory: PTX ISA "st" with .v4.u32 (STG.128). Writes the four 32-bit
+// words to the 16 bytes from element index (16-byte aligned, all inside the span). ---
+template <typename T>
+FAPROBE_DEVICE void store_16(GlobalSpan<T> destination, std::size_t index, const Words4& words) {
+  static_assert(16 % sizeof(T) == 0, "a 16-byte store writes whole elements");
+#if defined(__CUDACC__)
+  *reinterpret_cast<uint4*>(destination.data() + index) = make_uint4(words.word[0], words.word[1], words.word[2], words.word[3]);
+#else
+  (void)destination[index + 16 / sizeof(T) - 1];  // bounds check of the last element
+  T* first = &destination[index];
+  if (reinterpret_cast<std::uintptr_t>(first) % 16 != 0)
+    throw emu::EmulationError(emu::current_location() + ": 16-byte store to " + destination.name() + "[" +
+                              std::to_string(index) + "], an address not aligned to 16 bytes");
+  std::memcpy(first, words.word, sizeof words.word);
+#endif
 }
 
 // ======================================== Part 3 ========================================

@@ -40,8 +40,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/attention_params.hpp"
 #include "cuda/common/isa.hpp"
 #include "cuda/common/online_softmax.cuh"
+#include "cuda/common/warp_tiles.cuh"
 
 // A loop kept rolled on the GPU (its body indexes register arrays with inner, unrolled indices only).
 #if defined(__CUDACC__)
@@ -99,67 +101,15 @@ enum class Defect {
   missing_barrier,  // no barrier between the tile loads and the warps that read them
 };
 
-// The kernel's arguments (built on the host in one place, fa1_emulated.cpp). Tensors are 16-bit storage
-// bits in (batch, seq, heads, head_dim) layout, as in flash-attention.
-struct Params {
-  GlobalSpan<const std::uint16_t> q;  // (batch, seq_q, heads, d)
-  GlobalSpan<const std::uint16_t> k;  // (batch, seq_k, kv_heads, d)
-  GlobalSpan<const std::uint16_t> v;  // (batch, seq_k, kv_heads, d)
-  GlobalSpan<std::uint16_t> o;        // (batch, seq_q, heads, d)
-  GlobalSpan<float> lse;              // (batch, heads, seq_q), natural log; size 0 when not wanted
-  GlobalSpan<float> o_acc;            // workspace (batch, heads, seq_q, d): the running, normalized O
-  GlobalSpan<float> row_max;          // workspace (batch, heads, seq_q): m, in log2 units of the scores
-  GlobalSpan<float> row_sum;          // workspace (batch, heads, seq_q): l
-  int batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1;  // the grid is batch·heads CTAs
-  bool causal = false;
-  float scale_log2 = 0.0f;  // softmax scale · log2(e): scores go straight to ex2
+// The kernel's arguments: the common ones (built and checked on the host by make_attention_params) and the
+// fp32 workspace that carries O, m and l between key blocks (fa1_emulated.cpp's make_params).
+struct Params : AttentionParams {
+  GlobalSpan<float> o_acc;    // workspace (batch, heads, seq_q, d): the running, normalized O
+  GlobalSpan<float> row_max;  // workspace (batch, heads, seq_q): m, in log2 units of the scores
+  GlobalSpan<float> row_sum;  // workspace (batch, heads, seq_q): l
 };
-
-enum class ElementType { fp16, bf16 };
-
-template <class E, int D>
-struct Instantiation {
-  using Element = E;
-  static constexpr int head_dim = D;
-};
-
-// The one place where runtime (element type, head_dim) become template arguments: calls
-// fn(Instantiation<Element, HeadDim>{}) and returns true, or returns false when there is no instantiation.
-template <class Fn>
-bool dispatch(ElementType element, int head_dim, Fn&& fn) {
-  const bool bf16 = element == ElementType::bf16;
-  switch (head_dim) {
-    case 64: bf16 ? fn(Instantiation<isa::BFloat16, 64>{}) : fn(Instantiation<isa::Half, 64>{}); return true;
-    case 128: bf16 ? fn(Instantiation<isa::BFloat16, 128>{}) : fn(Instantiation<isa::Half, 128>{}); return true;
-    case 256: bf16 ? fn(Instantiation<isa::BFloat16, 256>{}) : fn(Instantiation<isa::Half, 256>{}); return true;
-    default: return false;
-  }
-}
 
 namespace detail {
-
-// Copies rows [first_row, first_row + Rows) of a (seq, heads, d) tensor slice into a shared tile of Rows
-// padded rows, 16 bytes per cp.async, every thread of the CTA a fixed share; rows at or past valid_rows are
-// zero-filled in shared memory instead (never read from global memory).
-template <int Rows, class T>
-FAPROBE_DEVICE void load_tile(std::size_t shared_offset, GlobalSpan<const std::uint16_t> source, std::size_t base,
-                              std::size_t seq_stride, int first_row, int valid_rows, unsigned thread) {
-  constexpr int chunks_per_row = T::head_dim / 8;
-  constexpr int chunks_per_thread = Rows * chunks_per_row / T::threads;
-  FAPROBE_UNROLL
-  for (int i = 0; i < chunks_per_thread; ++i) {
-    const int chunk = i * T::threads + static_cast<int>(thread);
-    const int row = chunk / chunks_per_row;
-    const int col = chunk % chunks_per_row * 8;
-    const std::size_t destination = shared_offset + (std::size_t{static_cast<unsigned>(row)} * T::row_stride + col) * 2;
-    if (first_row + row < valid_rows) {
-      isa::cp_async_16(destination, source,
-                       base + std::size_t{static_cast<unsigned>(first_row + row)} * seq_stride + col);
-    } else {
-      isa::shared_array<isa::Words4>(destination, 1)[0] = isa::Words4{};
-    }
-  }
-}
 
 // Everything a warp's step needs about its CTA.
 struct CtaView {
@@ -177,7 +127,6 @@ FAPROBE_DEVICE void warp_step(const Params& p, const CtaView& cta, int key_block
                               unsigned warp, unsigned lane) {
   using T = Traits<HeadDim>;
   constexpr int key_tiles = T::block_k / 8;  // n-tiles of S = Q·Kᵀ
-  constexpr float minus_infinity = OnlineSoftmax::minus_infinity;
   const int key0 = key_block * T::block_k;
   if (q_row0 >= p.seq_q) return;  // the query block's tail: no rows for this warp
   const int last_row = q_row0 + T::rows_per_warp - 1 < p.seq_q ? q_row0 + T::rows_per_warp - 1 : p.seq_q - 1;
@@ -192,49 +141,16 @@ FAPROBE_DEVICE void warp_step(const Params& p, const CtaView& cta, int key_block
 
   const unsigned group = lane / 4;       // groupID of the mma fragments: rows group and group + 8
   const unsigned quad_lane = lane % 4;   // threadID_in_group: columns 2·quad_lane, +1 of each 8-wide tile
-  const int rows[2] = {q_row0 + static_cast<int>(group), q_row0 + static_cast<int>(group) + 8};
+  const int tile_rows[1][2] = {{q_row0 + static_cast<int>(group), q_row0 + static_cast<int>(group) + 8}};  // one m-tile
+  const int(&rows)[2] = tile_rows[0];
 
-  // --- S = Q·Kᵀ, block_k/8 accumulators of 16x8. ldmatrix.x4 of Q: matrices (rows 0-7 | 8-15) × (cols 0-7 |
-  // 8-15) are a0..a3, lane l addressing row l % 16, column 8·(l / 16). ldmatrix.x4 of K (rows are keys, so
-  // the non-transposed 8x8 matrix is B = Kᵀ in the .col layout): matrices (keys 0-7, dims 0-7), (keys 0-7,
-  // dims 8-15), (keys 8-15, dims 0-7), (keys 8-15, dims 8-15) are b0, b1 of two adjacent n-tiles. ---
-  float scores[key_tiles][4];
-  FAPROBE_UNROLL
-  for (int t = 0; t < key_tiles; ++t) {
-    FAPROBE_UNROLL
-    for (int e = 0; e < 4; ++e) scores[t][e] = 0.0f;
-  }
-  const std::size_t q_lane_row = q_offset + (std::size_t{warp} * T::rows_per_warp + lane % 16) * T::row_stride * 2 +
-                                 (lane / 16) * 8 * 2;
-  const std::size_t k_lane_row = T::k_offset + std::size_t{(lane / 16) * 8 + lane % 8} * T::row_stride * 2 +
-                                 ((lane / 8) % 2) * 8 * 2;
-  FAPROBE_UNROLL
-  for (int k_step = 0; k_step < HeadDim / 16; ++k_step) {
-    std::uint32_t q_frag[4];
-    isa::ldmatrix(q_frag, q_lane_row + k_step * 16 * 2);
-    FAPROBE_UNROLL
-    for (int t = 0; t < key_tiles; t += 2) {
-      std::uint32_t k_frag[4];
-      isa::ldmatrix(k_frag, k_lane_row + std::size_t{static_cast<unsigned>(t)} * 8 * T::row_stride * 2 + k_step * 16 * 2);
-      const std::uint32_t b_even[2] = {k_frag[0], k_frag[1]};
-      const std::uint32_t b_odd[2] = {k_frag[2], k_frag[3]};
-      Element::mma(scores[t], q_frag, b_even, scores[t]);
-      Element::mma(scores[t + 1], q_frag, b_odd, scores[t + 1]);
-    }
-  }
-
-  // --- Scale into log2 units; mask by index only where the block crosses the diagonal or the keys' end. ---
-  FAPROBE_UNROLL
-  for (int t = 0; t < key_tiles; ++t) {
-    FAPROBE_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      scores[t][e] *= p.scale_log2;
-      if (needs_mask) {
-        const int key = key0 + t * 8 + static_cast<int>(quad_lane) * 2 + e % 2;
-        if (key >= p.seq_k || (p.causal && key > rows[e / 2] + cta.diagonal)) scores[t][e] = minus_infinity;
-      }
-    }
-  }
+  // --- S = Q·Kᵀ (block_k/8 accumulators of 16x8), in log2 units, masked by index only where the block
+  // crosses the diagonal or the keys' end. ---
+  float tile_scores[1][key_tiles][4] = {};
+  float(&scores)[key_tiles][4] = tile_scores[0];
+  tiles::warp_scores<Element, T>(tile_scores, q_offset + std::size_t{warp} * T::rows_per_warp * T::row_stride * 2,
+                                 T::k_offset, lane);
+  tiles::scale_and_mask(tile_scores, p.scale_log2, needs_mask, key0, tile_rows, p.seq_k, p.causal, cta.diagonal, lane);
 
   // --- Online softmax against the row state from the workspace (fresh on the first key block). ---
   OnlineSoftmax softmax;
@@ -274,44 +190,14 @@ FAPROBE_DEVICE void warp_step(const Params& p, const CtaView& cta, int key_block
     }
   }
 
-  // --- P as mma A fragments: the accumulators of n-tiles 2j and 2j+1 are exactly the A fragment of
-  // k-step j (a0, a1 from tile 2j's rows group and group+8, a2, a3 from tile 2j+1), rounded to the dtype. ---
-  std::uint32_t p_frag[T::block_k / 16][4];
-  FAPROBE_UNROLL
-  for (int j = 0; j < T::block_k / 16; ++j) {
-    p_frag[j][0] = Element::pack2(scores[2 * j][0], scores[2 * j][1]);
-    p_frag[j][1] = Element::pack2(scores[2 * j][2], scores[2 * j][3]);
-    p_frag[j][2] = Element::pack2(scores[2 * j + 1][0], scores[2 * j + 1][1]);
-    p_frag[j][3] = Element::pack2(scores[2 * j + 1][2], scores[2 * j + 1][3]);
-  }
-
-  // --- P·V, dim_chunk columns at a time, combined with O. ldmatrix.x4.trans of V (rows are keys): matrices
-  // (keys 0-7, dims 0-7), (keys 8-15, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 8-15) are b0, b1 of
-  // two adjacent 8-column n-tiles; lane l addresses key 8·((l / 8) % 2) + l % 8, column 8·(l / 16). ---
-  const std::size_t v_lane_row = T::v_offset + std::size_t{((lane / 8) % 2) * 8 + lane % 8} * T::row_stride * 2 +
-                                 (lane / 16) * 8 * 2;
+  // --- P·V, dim_chunk columns at a time, each chunk combined with O at once. ---
+  std::uint32_t p_frag[1][T::block_k / 16][4];
+  tiles::probabilities_as_a<Element>(scores, p_frag[0]);
   FAPROBE_NO_UNROLL  // unrolled, ptxas overlaps the chunks and needs ~15 more registers (245 at d = 128)
   for (int chunk = 0; chunk < HeadDim / T::dim_chunk; ++chunk) {
     constexpr int dim_tiles = T::dim_chunk / 8;
-    float acc[dim_tiles][4];
-    FAPROBE_UNROLL
-    for (int t = 0; t < dim_tiles; ++t) {
-      FAPROBE_UNROLL
-      for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
-    }
-    FAPROBE_UNROLL
-    for (int j = 0; j < T::block_k / 16; ++j) {
-      FAPROBE_UNROLL
-      for (int t = 0; t < dim_tiles; t += 2) {
-        std::uint32_t v_frag[4];
-        isa::ldmatrix<true>(v_frag, v_lane_row + std::size_t{static_cast<unsigned>(j)} * 16 * T::row_stride * 2 +
-                                        std::size_t{static_cast<unsigned>(chunk * T::dim_chunk + t * 8)} * 2);
-        const std::uint32_t b_even[2] = {v_frag[0], v_frag[1]};
-        const std::uint32_t b_odd[2] = {v_frag[2], v_frag[3]};
-        Element::mma(acc[t], p_frag[j], b_even, acc[t]);
-        Element::mma(acc[t + 1], p_frag[j], b_odd, acc[t + 1]);
-      }
-    }
+    float acc[1][dim_tiles][4] = {};
+    tiles::warp_pv<Element, T>(acc, p_frag, T::v_offset, chunk * T::dim_chunk, lane);
     FAPROBE_UNROLL
     for (int r = 0; r < 2; ++r) {
       if (rows[r] >= p.seq_q) continue;
@@ -322,7 +208,7 @@ FAPROBE_DEVICE void warp_step(const Params& p, const CtaView& cta, int key_block
         FAPROBE_UNROLL
         for (int c = 0; c < 2; ++c) {
           const std::size_t col = std::size_t{static_cast<unsigned>(chunk * T::dim_chunk + t * 8)} + quad_lane * 2 + c;
-          float o = new_factor[r] * acc[t][2 * r + c];
+          float o = new_factor[r] * acc[0][t][2 * r + c];
           if (!first) o += old_factor[r] * p.o_acc[state_row + col];
           if (last) {
             p.o[out_row + col] = Element::from_float(o);
@@ -378,9 +264,9 @@ FAPROBE_DEVICE void forward_body(const Params& p) {
     // key0 < seq_k, row seq_q − 1 always does, so every key block has at least one query block.
     const int first_query_block = p.causal && key0 - cta.diagonal > 0 ? (key0 - cta.diagonal) / T::block_q : 0;
     isa::sync_threads();  // every warp is done reading the previous K, V and Q tiles before they are overwritten
-    detail::load_tile<T::block_k, T>(T::k_offset, p.k, cta.kv_base, kv_seq_stride, key0, p.seq_k, thread);
-    detail::load_tile<T::block_k, T>(T::v_offset, p.v, cta.kv_base, kv_seq_stride, key0, p.seq_k, thread);
-    detail::load_tile<T::block_q, T>(T::q_offset(0), p.q, cta.q_base, cta.q_seq_stride,
+    tiles::load_tile<T::block_k, T>(T::k_offset, p.k, cta.kv_base, kv_seq_stride, key0, p.seq_k, thread);
+    tiles::load_tile<T::block_k, T>(T::v_offset, p.v, cta.kv_base, kv_seq_stride, key0, p.seq_k, thread);
+    tiles::load_tile<T::block_q, T>(T::q_offset(0), p.q, cta.q_base, cta.q_seq_stride,
                                      first_query_block * T::block_q, p.seq_q, thread);
     isa::cp_async_commit_group();
     for (int query_block = first_query_block; query_block < query_blocks; ++query_block) {
@@ -392,7 +278,7 @@ FAPROBE_DEVICE void forward_body(const Params& p) {
         isa::sync_threads();
       }
       if (query_block + 1 < query_blocks) {  // prefetch the next Q tile into the other buffer
-        detail::load_tile<T::block_q, T>(T::q_offset(1 - buffer), p.q, cta.q_base, cta.q_seq_stride,
+        tiles::load_tile<T::block_q, T>(T::q_offset(1 - buffer), p.q, cta.q_base, cta.q_seq_stride,
                                          (query_block + 1) * T::block_q, p.seq_q, thread);
         isa::cp_async_commit_group();
       }

@@ -11,23 +11,19 @@
 
 namespace faprobe::cuda::fa1 {
 
-// The kernel's Params for args (spans sized from the shapes; the workspace split into O, m and l). Throws
-// std::invalid_argument naming what is wrong: an unsupported dtype or head_dim, inconsistent shapes, a null
-// tensor or workspace, or a tensor not aligned to 16 bytes (cp.async copies 16 bytes).
+// The kernel's Params for args: make_attention_params's checks and spans, and the workspace split into O,
+// m and l. Throws std::invalid_argument naming what is wrong (also a null workspace).
 Params make_params(const AttentionArgs& args);
-ElementType element_type(DType dtype);  // fp16 or bf16; throws std::invalid_argument otherwise
-// "fa1_<dtype>_hdim<d>": the kernel's name in errors and profiles.
-std::string kernel_name(DType dtype, std::int64_t head_dim);
 
 // Runs the kernel body under the emulator on host memory, with kDefect planted.
 template <Defect kDefect>
 void forward_emulated(const AttentionArgs& args) {
   const Params params = make_params(args);
-  dispatch(element_type(args.dtype), static_cast<int>(args.head_dim), [&](auto instantiation) {
+  dispatch_instantiation(element_type("fa1", args.dtype), static_cast<int>(args.head_dim), [&](auto instantiation) {
     using I = decltype(instantiation);
     using T = Traits<I::head_dim>;
     emu::LaunchConfig config;
-    config.kernel_name = kernel_name(args.dtype, args.head_dim);
+    config.kernel_name = instantiation_name("fa1", args.dtype, args.head_dim);
     config.grid.x = static_cast<unsigned>(args.batch * args.heads);
     config.block.x = T::threads;
     config.shared_bytes = T::shared_bytes;

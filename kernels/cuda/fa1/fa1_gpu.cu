@@ -1,5 +1,6 @@
 // cuda.fa1 on the GPU: turns the runtime (element type, head_dim) into the instantiation to launch, through
-// fa1.cuh's dispatch (the same one the emulated path uses). The kernels are in fa1_<dtype>_hdim<d>.cu.
+// dispatch_instantiation (common/instantiation.hpp), the same one the emulated path uses. The kernels are
+// in fa1_<dtype>_hdim<d>.cu.
 #include <stdexcept>
 #include <string>
 
@@ -8,7 +9,7 @@
 namespace faprobe::cuda::fa1 {
 
 void forward_gpu(const Params& params, ElementType element, int head_dim, void* stream) {
-  const bool launched = dispatch(element, head_dim, [&](auto instantiation) {
+  const bool launched = dispatch_instantiation(element, head_dim, [&](auto instantiation) {
     using I = decltype(instantiation);
     launch<typename I::Element, I::head_dim>(params, stream);
   });

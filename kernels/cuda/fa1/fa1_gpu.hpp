@@ -7,9 +7,7 @@
 #include "cuda/fa1/fa1.cuh"
 
 #if defined(__CUDACC__)
-#include <cuda_runtime.h>
-
-#include "cuda/runtime/gpu.hpp"
+#include "cuda/common/launch_gpu.cuh"
 #endif
 
 namespace faprobe::cuda::fa1 {
@@ -29,24 +27,11 @@ template <> void launch<isa::BFloat16, 128>(const Params& params, void* stream);
 template <> void launch<isa::BFloat16, 256>(const Params& params, void* stream);
 
 #if defined(__CUDACC__)
-// Launches Kernel (a __global__ wrapper of forward_body) with batch·heads CTAs of Traits::threads threads
-// and Traits::shared_bytes of dynamic shared memory, opting in above the default 48 KiB once per process
-// (CUDA C++ Programming Guide, "Shared Memory": dynamic allocations above 48 KB need
-// cudaFuncAttributeMaxDynamicSharedMemorySize), then checks the launch.
+// Launches Kernel with the paper's grid: batch·heads CTAs.
 template <auto Kernel, int HeadDim>
 void launch_kernel(const char* name, const Params& params, void* stream) {
-  using T = Traits<HeadDim>;
-  if constexpr (T::shared_bytes > 48 * 1024) {
-    static const bool opted_in = [] {
-      FAPROBE_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(T::shared_bytes)));
-      return true;
-    }();
-    (void)opted_in;
-  }
-  const unsigned grid = static_cast<unsigned>(params.batch) * static_cast<unsigned>(params.heads);
-  Kernel<<<grid, T::threads, T::shared_bytes, static_cast<cudaStream_t>(stream)>>>(params);
-  FAPROBE_CHECK_LAUNCH(name);
+  cuda::launch_kernel<Kernel, Traits<HeadDim>>(
+      name, params, dim3(static_cast<unsigned>(params.batch) * static_cast<unsigned>(params.heads)), stream);
 }
 #endif
 

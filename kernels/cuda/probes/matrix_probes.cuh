@@ -97,11 +97,11 @@ FAPROBE_DEVICE void ldmatrix(unsigned matrices, bool transpose, GlobalSpan<const
     out[4 * lane + i] = matrices == 1 ? r1[i] : matrices == 2 ? r2[i] : r4[i];
 }
 
-// cp.async, 16-byte loads and ex2.approx, the rest of part 2. Each thread of the CTA copies the 16 bytes
+// cp.async, 16-byte loads and stores, and ex2.approx, the rest of part 2. Each thread of the CTA copies the 16 bytes
 // at in[4i..4i+3] (i = thread_linear_idx(), in holding 4·block_threads() words) to shared memory with
 // cp.async, commits and waits for the group; after a barrier, thread i writes the words thread i+1 copied
-// (wrapping) to copied[4i..4i+3] and the same words loaded directly with a 16-byte load to loaded[...];
-// exp2[i] = ex2.approx of the word in[4i] read as a float. block_threads()·16 bytes of shared memory.
+// (wrapping) to copied[4i..4i+3] and the same words, loaded directly with a 16-byte load, to loaded[...]
+// with a 16-byte store; exp2[i] = ex2.approx of the word in[4i] read as a float. block_threads()·16 bytes of shared memory.
 FAPROBE_DEVICE void async_copy(GlobalSpan<const std::uint32_t> in, GlobalSpan<std::uint32_t> copied,
                                GlobalSpan<std::uint32_t> loaded, GlobalSpan<float> exp2) {
   const unsigned tid = isa::thread_linear_idx();
@@ -113,10 +113,8 @@ FAPROBE_DEVICE void async_copy(GlobalSpan<const std::uint32_t> in, GlobalSpan<st
   const unsigned next = (tid + 1) % threads;
   SharedSpan<std::uint32_t> tile = isa::shared_array<std::uint32_t>(0, 4 * std::size_t{threads});
   const isa::Words4 direct = isa::load_16(in, 4 * std::size_t{next});
-  for (unsigned i = 0; i < 4; ++i) {
-    copied[4 * std::size_t{tid} + i] = tile[4 * std::size_t{next} + i];
-    loaded[4 * std::size_t{tid} + i] = direct.word[i];
-  }
+  for (unsigned i = 0; i < 4; ++i) copied[4 * std::size_t{tid} + i] = tile[4 * std::size_t{next} + i];
+  isa::store_16(loaded, 4 * std::size_t{tid}, direct);
   exp2[tid] = isa::ex2_approx(isa::detail::from_bits<float>(in[4 * std::size_t{tid}]));
 }
 

@@ -1,0 +1,16 @@
+// cuda.fa2 for fp16 with head_dim 256: the __global__ wrapper of the kernel body (fa2.cuh) and its launch.
+// One small file per (dtype, head_dim) so that the instantiations compile in parallel.
+#include "cuda/fa2/fa2_gpu.hpp"
+
+namespace faprobe::cuda::fa2 {
+
+__global__ void __launch_bounds__(Traits<256>::threads, Traits<256>::min_ctas_per_sm) fa2_fp16_hdim256(Params params) {
+  forward_body<isa::Half, 256>(params);
+}
+
+template <>
+void launch<isa::Half, 256>(const Params& params, void* stream) {
+  launch_kernel<fa2_fp16_hdim256, 256>("fa2_fp16_hdim256", params, stream);
+}
+
+}  // namespace faprobe::cuda::fa2
