@@ -128,6 +128,19 @@ void expect_refuses_with_reasons(Supports&& supports, Forward&& forward, std::in
   EXPECT_THROW(forward(cuda::Launch{cuda::Target::emulator, nullptr}, args), std::invalid_argument);
 }
 
+// A planted defect is caught where it matters and harmless where it cannot show: the production kernel
+// (run) passes `matters`, the defective one (run_defect) fails it and passes `harmless`.
+template <class Run, class RunDefect>
+void expect_defect_caught(const char* defect, const Case& matters, const Case& harmless, const char* why_harmless,
+                          Run&& run, RunDefect&& run_defect) {
+  const VerifyResult good = check_output(matters, GeneratedInputs(matters), run(matters));
+  EXPECT_TRUE(good.passed) << describe(good);
+  const VerifyResult bad = check_output(matters, GeneratedInputs(matters), run_defect(matters));
+  EXPECT_FALSE(bad.passed) << defect << " not caught: " << describe(bad);
+  const VerifyResult same = check_output(harmless, GeneratedInputs(harmless), run_defect(harmless));
+  EXPECT_TRUE(same.passed) << why_harmless << ": " << describe(same);
+}
+
 // What an emulated verify of c costs, printed (reported, never asserted); the output must still pass.
 template <class Run>
 void report_emulated_cost(const char* kernel, const Case& c, Run&& run) {

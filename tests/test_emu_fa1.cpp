@@ -29,14 +29,7 @@ namespace {
 
 using cuda::fa1::Defect;
 
-using test_support::case_name;
-using test_support::describe;
-using test_support::expect_keyless_rows_zero;
-using test_support::expect_refuses_with_reasons;
-using test_support::make_case;
-using test_support::report_emulated_cost;
-using test_support::run_flash_kernel;
-using test_support::worst_lse_error;
+using namespace test_support;  // make_case, run_flash_kernel and the shared checks
 
 // The output of fa1 on case c under the emulator, with kDefect planted; the LSE too when lse is given.
 template <Defect kDefect = Defect::none>
@@ -140,15 +133,10 @@ TEST(Fa1, ShapeAndWorkspace) {
 // Without the e^{m−m_new} rescale of O, a row is wrong as soon as its max grows in a later key block:
 // seq_k 300 is 3 key blocks of 128. With one key block (seq_k 100) there is nothing to rescale.
 TEST(Fa1Planted, NoRescaleIsCaught) {
-  const Case matters = make_case(1, 2, 2, 100, 300, 64, DType::fp16, Mask::none);
-  const VerifyResult good = check_output(matters, GeneratedInputs(matters), run_fa1(matters));
-  EXPECT_TRUE(good.passed) << describe(good);
-  const VerifyResult bad = check_output(matters, GeneratedInputs(matters), run_fa1<Defect::no_rescale>(matters));
-  EXPECT_FALSE(bad.passed) << "no_rescale not caught: " << describe(bad);
-
-  const Case harmless = make_case(1, 2, 2, 100, 100, 64, DType::fp16, Mask::none);
-  const VerifyResult same = check_output(harmless, GeneratedInputs(harmless), run_fa1<Defect::no_rescale>(harmless));
-  EXPECT_TRUE(same.passed) << "one key block needs no rescale: " << describe(same);
+  expect_defect_caught("no_rescale", make_case(1, 2, 2, 100, 300, 64, DType::fp16, Mask::none),
+                       make_case(1, 2, 2, 100, 100, 64, DType::fp16, Mask::none), "one key block needs no rescale",
+                       [](const Case& c) { return run_fa1(c); },
+                       [](const Case& c) { return run_fa1<Defect::no_rescale>(c); });
 }
 
 // Without the barrier between the cp.async tile loads and the ldmatrix reads, warp 0 reads K, V and Q rows

@@ -23,14 +23,7 @@ namespace faprobe {
 namespace {
 
 using cuda::fa2::Defect;
-using test_support::case_name;
-using test_support::describe;
-using test_support::expect_keyless_rows_zero;
-using test_support::expect_refuses_with_reasons;
-using test_support::make_case;
-using test_support::report_emulated_cost;
-using test_support::run_flash_kernel;
-using test_support::worst_lse_error;
+using namespace test_support;  // make_case, run_flash_kernel and the shared checks
 
 // The output of fa2 on case c under the emulator, with kDefect planted; the LSE too when lse is given.
 template <Defect kDefect = Defect::none>
@@ -136,29 +129,19 @@ TEST(Fa2, ShapeFitsEveryTarget) {
 // Without the e^{m−m_new} rescale of O, a row is wrong as soon as its max grows in a later key block
 // (seq_k 300 is 5 key blocks of 64 at d 64); with one key block (seq_k 60) there is nothing to rescale.
 TEST(Fa2Planted, NoRescaleIsCaught) {
-  const Case matters = make_case(1, 2, 2, 100, 300, 64, DType::fp16, Mask::none);
-  const VerifyResult good = check(matters, run_fa2(matters));
-  EXPECT_TRUE(good.passed) << describe(good);
-  const VerifyResult bad = check(matters, run_fa2<Defect::no_rescale>(matters));
-  EXPECT_FALSE(bad.passed) << "no_rescale not caught: " << describe(bad);
-
-  const Case harmless = make_case(1, 2, 2, 100, 60, 64, DType::fp16, Mask::none);
-  const VerifyResult same = check(harmless, run_fa2<Defect::no_rescale>(harmless));
-  EXPECT_TRUE(same.passed) << "one key block needs no rescale: " << describe(same);
+  expect_defect_caught("no_rescale", make_case(1, 2, 2, 100, 300, 64, DType::fp16, Mask::none),
+                       make_case(1, 2, 2, 100, 60, 64, DType::fp16, Mask::none), "one key block needs no rescale",
+                       [](const Case& c) { return run_fa2(c); },
+                       [](const Case& c) { return run_fa2<Defect::no_rescale>(c); });
 }
 
 // A causal mask one key too generous lets every row see the key right of its diagonal: caught under
 // causal (the checker's reference masks exactly), harmless without a mask.
 TEST(Fa2Planted, CausalOffByOneIsCaught) {
-  const Case causal = make_case(1, 1, 1, 129, 129, 128, DType::bf16, Mask::causal);
-  const VerifyResult good = check(causal, run_fa2(causal));
-  EXPECT_TRUE(good.passed) << describe(good);
-  const VerifyResult bad = check(causal, run_fa2<Defect::causal_off_by_one>(causal));
-  EXPECT_FALSE(bad.passed) << "causal_off_by_one not caught: " << describe(bad);
-
-  const Case unmasked = make_case(1, 1, 1, 129, 129, 128, DType::bf16, Mask::none);
-  const VerifyResult same = check(unmasked, run_fa2<Defect::causal_off_by_one>(unmasked));
-  EXPECT_TRUE(same.passed) << "no causal mask, nothing to get wrong: " << describe(same);
+  expect_defect_caught("causal_off_by_one", make_case(1, 1, 1, 129, 129, 128, DType::bf16, Mask::causal),
+                       make_case(1, 1, 1, 129, 129, 128, DType::bf16, Mask::none), "no causal mask, nothing to get wrong",
+                       [](const Case& c) { return run_fa2(c); },
+                       [](const Case& c) { return run_fa2<Defect::causal_off_by_one>(c); });
 }
 
 // Without the barrier after the K tile's copies, warps read K rows (and Q rows) other threads have not
