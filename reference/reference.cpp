@@ -6,13 +6,16 @@ namespace faprobe {
 
 GeneratedInputs::GeneratedInputs(const Case& c)
     : case_(c),
-      keys_{tensor_key(c.seed, TensorId::q), tensor_key(c.seed, TensorId::k), tensor_key(c.seed, TensorId::v)} {}
+      keys_{tensor_key(c.seed, TensorId::q), tensor_key(c.seed, TensorId::k), tensor_key(c.seed, TensorId::v)} {
+  seq_starts_.assign(std::size_t(c.batch), 0);
+  for (std::int64_t b = 1; b < c.batch; ++b) seq_starts_[std::size_t(b)] = seq_starts_[std::size_t(b) - 1] + c.seq_k_of(b - 1);
+}
 
 void GeneratedInputs::row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const {
   const bool is_query = id == TensorId::q;
-  const std::int64_t seq = is_query ? case_.seq_q : case_.seq_k;
+  const std::int64_t first_row = is_query ? b * case_.seq_q : seq_starts_[std::size_t(b)];
   const std::int64_t heads = is_query ? case_.heads : case_.kv_heads;
-  const std::int64_t base = ((b * seq + s) * heads + h) * case_.head_dim;
+  const std::int64_t base = ((first_row + s) * heads + h) * case_.head_dim;
   const std::uint64_t key = keys_[std::size_t(id)];
   for (std::int64_t c = 0; c < case_.head_dim; ++c) {
     out[c] = double(round_to(case_.dtype, input_value(key, std::uint64_t(base + c))));
@@ -26,10 +29,10 @@ void TensorInputs::row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t
 }
 
 HeadReference::HeadReference(const Case& c, const InputSource& inputs, std::int64_t b, std::int64_t kv_head)
-    : case_(c), b_(b), keys_(c.seq_k, c.head_dim), values_(c.seq_k, c.head_dim) {
+    : case_(c), b_(b), keys_(c.seq_k_of(b), c.head_dim), values_(c.seq_k_of(b), c.head_dim) {
   // Eigen is column-major: fill row by row through a transposed view of a row buffer.
   Eigen::VectorXd row(c.head_dim);
-  for (std::int64_t s = 0; s < c.seq_k; ++s) {
+  for (std::int64_t s = 0; s < c.seq_k_of(b); ++s) {
     inputs.row(TensorId::k, b, s, kv_head, row.data());
     keys_.row(s) = row.transpose();
     inputs.row(TensorId::v, b, s, kv_head, row.data());
@@ -40,7 +43,7 @@ HeadReference::HeadReference(const Case& c, const InputSource& inputs, std::int6
 }
 
 Eigen::VectorXd HeadReference::output_row(const InputSource& inputs, std::int64_t h, std::int64_t row) const {
-  const std::int64_t visible = case_.visible_keys(row);
+  const std::int64_t visible = case_.visible_keys(b_, row);
   Eigen::VectorXd output = Eigen::VectorXd::Zero(case_.head_dim);
   if (visible == 0) return output;  // a row that sees no key outputs zeros
   Eigen::VectorXd query(case_.head_dim);
@@ -52,7 +55,7 @@ Eigen::VectorXd HeadReference::output_row(const InputSource& inputs, std::int64_
 }
 
 Eigen::VectorXd HeadReference::plain_row(const InputSource& inputs, std::int64_t h, std::int64_t row) const {
-  const std::int64_t visible = case_.visible_keys(row);
+  const std::int64_t visible = case_.visible_keys(b_, row);
   Eigen::VectorXd output = Eigen::VectorXd::Zero(case_.head_dim);
   if (visible == 0) return output;
   const DType dtype = case_.dtype;

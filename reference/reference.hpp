@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <Eigen/Dense>
 
@@ -16,7 +17,8 @@ namespace faprobe {
 class InputSource {
  public:
   virtual ~InputSource() = default;
-  // Writes head_dim values of row `s` of head `h` in batch entry `b` of tensor `id`, as rounded inputs.
+  // Writes head_dim values of row `s` of head `h` in batch entry `b` of tensor `id`, as rounded inputs
+  // (for K and V, key s of entry b in logical order, whatever layout the implementation stores them in).
   virtual void row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const = 0;
 };
 
@@ -29,6 +31,7 @@ class GeneratedInputs final : public InputSource {
  private:
   Case case_;
   std::uint64_t keys_[3];
+  std::vector<std::int64_t> seq_starts_;  // logical (packed) first key row of each batch entry
 };
 
 // Reads inputs from host tensors (which must outlive it).
@@ -57,7 +60,7 @@ class HeadReference {
  private:
   const Case& case_;
   std::int64_t b_;
-  Eigen::MatrixXd keys_, values_;            // (seq_k, head_dim)
+  Eigen::MatrixXd keys_, values_;            // (seq_k_of(b), head_dim)
   Eigen::MatrixXf keys_fp32_, values_fp32_;  // the same values transposed (head_dim, seq_k), for plain_row
 };
 

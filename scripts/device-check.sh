@@ -9,17 +9,22 @@
 #   list        faprobe list --json; the CUDA implementations are the cuda.* names it reports
 #   probes      faprobe probes: each instruction probe on the GPU against the emulator, bit for bit
 #   verify      faprobe verify --config configs/gpu-verify.json, once per implementation
-#   save        faprobe run --save: one small odd-shaped case per implementation, then check-npy:
+#   sweep       configs/fa2-vs-fa1.json (right after verify: cuda.fa1 and cuda.fa2 in one process), then
+#               configs/decode-gpu.json (cuda.decode and cuda.decode-splitk in one process, timing only),
+#               followed by its peers (PyTorch's SDPA on its contiguous cases) and plots (GB/s)
+#   save        faprobe run --save: one small odd-shaped case per implementation (contiguous K/V, equal
+#               lengths: run --save refuses paged and variable-length cases), then check-npy:
 #               scripts/check_npy.py checks the saved outputs with NumPy in float64, independently
-#   sweep       configs/fa2-vs-fa1.json (right after verify), then configs/h200-quick.json and
-#               configs/seed-table-gpu.json, once per implementation, each followed by
+#   sweep       configs/h200-quick.json and configs/seed-table-gpu.json, once per implementation, each
+#               followed by
 #   peers       scripts/peers_torch.py: PyTorch's SDPA backends on the same cases; then the backend table
 #   plots       scripts/plot.py over faprobe's and the peers' records
-# Each implementation runs in its own faprobe process, so that a crash loses only its own records; one
-# that times out (a hang) is skipped by the later steps. A step that fails or times out is recorded and
-# the script goes on; the archive and the summary are rewritten after every step and at exit, so what
-# finished comes back even if the whole run is cut short. The whole run stays within
-# FAPROBE_CHECK_SECONDS (default 450): a step gets at most what is left.
+# Each implementation runs in its own faprobe process (the two pair sweeps: one process, each case in a
+# child of its own), so that a crash loses only its own records; one that times out (a hang) is skipped by
+# the later steps. A step that fails or times out is recorded and the script goes on; the archive and the
+# summary are rewritten after every step and at exit, so what finished comes back even if the whole run is
+# cut short. The whole run stays within FAPROBE_CHECK_SECONDS (default 450): a step gets at most what is
+# left.
 # Environment: FAPROBE_BIN (default build/device/faprobe), FAPROBE_CHECK_IMPLS (default: every cuda.*
 # implementation `faprobe list` reports), FAPROBE_CHECK_SECONDS, FAPROBE_PYTHON (default python3: the
 # interpreter with PyTorch, NumPy and matplotlib).
@@ -239,9 +244,11 @@ printf '%s\n' "${impls[@]}" > "$work/implementations.txt"
 
 step probes 90 "$bin" probes --json "$work/probes.json"
 
+# One process per implementation, its cases not isolated (--no-isolate): a child per case would spend most
+# of a step starting CUDA ~380 times; a crash loses the rest of that implementation's cases, not the others'.
 for impl in "${impls[@]}"; do
   runnable "verify.$impl" "$impl" || continue
-  step "verify.$impl" 75 "$bin" verify --config configs/gpu-verify.json --impl "$impl" \
+  step "verify.$impl" 75 "$bin" verify --config configs/gpu-verify.json --impl "$impl" --no-isolate \
     --out "$work/verify/verify.jsonl" --json "$work/verify/$impl.json" --md "$work/verify/$impl.md"
   note_hang $? "$impl"
 done
@@ -259,8 +266,51 @@ else
   record_step sweep.fa2-vs-fa1 "skipped: needs cuda.fa1 and cuda.fa2 (have: ${fa_pair[*]:-none})" 0 ""
 fi
 
+# plot_sweep NAME PLOTS: scripts/plot.py over sweep/NAME.jsonl and peers/NAME.jsonl (whichever exist).
+have_matplotlib=""
+[ -n "$python" ] && $python -c 'import matplotlib, numpy' 2> /dev/null && have_matplotlib=yes
+plot_sweep() {
+  local file inputs=()
+  if [ -z "$have_matplotlib" ]; then
+    record_step "plots.$1" "skipped: no matplotlib/numpy for ${python:-python3}" 0 ""
+    return
+  fi
+  for file in "$work/sweep/$1.jsonl" "$work/peers/$1.jsonl"; do
+    [ -s "$file" ] && inputs+=("$file")
+  done
+  if [ ${#inputs[@]} -eq 0 ]; then
+    record_step "plots.$1" "skipped: no records" 0 ""
+    return
+  fi
+  step "plots.$1" 60 "$python" scripts/plot.py "${inputs[@]}" --out-dir "$work/plots" --prefix "$1-" --plots "$2"
+}
+
+# Decode (configs/decode-gpu.json), the FlashDecoding targets: cuda.decode against cuda.decode-splitk over
+# the KV length and the batch, contiguous and paged, in one process, not isolated (a child process per case
+# would spend the budget starting CUDA 160 times; a hang costs the step's timeout). Timing only: a float64 check of one 32k-key
+# case over 32 KV heads regenerates 3·10^8 values on the host (seconds per case, minutes for the sweep);
+# the decode kernels' outputs, paged and variable-length included, are the verify step's. --json keeps the
+# GPU's copy bandwidth measured by the sweep (rates.gpu), which summary.md and the plot compare against.
+decode_impls=()
+for impl in cuda.decode cuda.decode-splitk; do
+  case " ${impls[*]} " in *" $impl "*) case "$hung" in *" $impl "*) ;; *) decode_impls+=("$impl") ;; esac ;; esac
+done
+if [ ${#decode_impls[@]} -gt 0 ]; then
+  decode_list=$(IFS=,; echo "${decode_impls[*]}")
+  step sweep.decode-gpu 110 "$bin" sweep --config configs/decode-gpu.json --impl "$decode_list" --no-verify \
+    --no-isolate --out "$work/sweep/decode-gpu.jsonl" --json "$work/sweep/decode-gpu.json" \
+    --md "$work/sweep/decode-gpu.md"
+  # SDPA where it applies: the contiguous cases (paged ones are recorded as unsupported, at no cost)
+  step peers.decode-gpu 60 "$python" scripts/peers_torch.py --config configs/decode-gpu.json \
+    --out "$work/peers/decode-gpu.jsonl" --time-budget 45
+  plot_sweep decode-gpu gbps
+else
+  record_step sweep.decode-gpu "skipped: needs cuda.decode or cuda.decode-splitk (have: ${impls[*]:-none})" 0 ""
+fi
+
 # One small odd-shaped case per implementation (GQA, seq_q != seq_k, causal, bf16), saved for NumPy; a
-# decode-only implementation refuses it and gets a decode case instead.
+# decode-only implementation refuses it and gets a decode case instead. Both are contiguous with equal
+# lengths (no --page-size, no --seqlens): run --save refuses paged and variable-length cases.
 saved_dirs=()
 for impl in "${impls[@]}"; do
   runnable "save.$impl" "$impl" || continue
@@ -302,21 +352,8 @@ step peers.seed-table-gpu 90 "$python" scripts/peers_torch.py --config configs/s
 step peers.backend-table 60 "$python" scripts/peers_torch.py --backend-table "$work/peers/backends.md"
 
 # ---------------------------------------------------------------------------------------------------------
-# The plots
+# The plots (the decode sweep's were drawn right after it)
 
-if [ -n "$python" ] && $python -c 'import matplotlib, numpy' 2> /dev/null; then
-  for sweep in h200-quick seed-table-gpu; do
-    inputs=()
-    for file in "$work/sweep/$sweep.jsonl" "$work/peers/$sweep.jsonl"; do
-      [ -s "$file" ] && inputs+=("$file")
-    done
-    if [ ${#inputs[@]} -eq 0 ]; then
-      record_step "plots.$sweep" "skipped: no records" 0 ""
-      continue
-    fi
-    step "plots.$sweep" 60 "$python" scripts/plot.py "${inputs[@]}" --out-dir "$work/plots" --prefix "$sweep-" \
-      --plots memory,time,gflops,tflops
-  done
-else
-  record_step plots "skipped: no matplotlib/numpy for $python" 0 ""
-fi
+for sweep in h200-quick seed-table-gpu; do
+  plot_sweep "$sweep" memory,time,gflops,tflops
+done

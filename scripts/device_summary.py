@@ -7,7 +7,9 @@ Reads whatever exists (a step that did not run leaves its section out): the GPU 
 outcome of every step, verify's counts and mismatches, the NumPy check of the saved outputs, the best
 TFLOP/s per implementation at the largest sequence length of configs/h200-quick.json (faprobe's CUDA
 implementations and PyTorch's SDPA backends), the kernels' targets as ratios measured in the same run
-(cuda.fa2 against PyTorch's flash backend and against cuda.fa1), and the seed table's rows.
+(cuda.fa2 against PyTorch's flash backend and against cuda.fa1; cuda.decode-splitk against cuda.decode,
+against the GPU's copy bandwidth, and paged against contiguous), the decode sweep's table
+(configs/decode-gpu.json) and the seed table's rows.
 """
 
 import csv
@@ -44,11 +46,24 @@ def records(*patterns):
 def label(case):
     heads = f"h{case['heads']}" + (f":{case['kv_heads']}" if case.get("kv_heads") != case["heads"] else "")
     seq = f"s{case['seq_k']}" if case["seq_q"] == case["seq_k"] else f"q{case['seq_q']} k{case['seq_k']}"
+    if case.get("seqlens"):
+        lengths = case["seqlens"]  # the first few of a long list, as faprobe's labels
+        shown = ",".join(map(str, lengths[:4])) + (f",...({len(lengths)})" if len(lengths) > 4 else "")
+        seq = f"q{case['seq_q']} k[{shown}]"
     return (f"b{case['batch']} {heads} {seq} d{case['head_dim']} {case['dtype']}"
-            f"{' causal' if case.get('mask') == 'causal' else ''}{' decode' if case.get('mode') == 'decode' else ''}")
+            f"{' causal' if case.get('mask') == 'causal' else ''}{' decode' if case.get('mode') == 'decode' else ''}"
+            f"{' page' + str(case['page_size']) if case.get('page_size') else ''}"
+            f"{' splits' + str(case['splits']) if case.get('splits') else ''}")
+
+
+def fmt_seq(value):
+    """1024 -> 1k, 131072 -> 128k, 1000 -> 1000."""
+    return f"{value // 1024}k" if value >= 1024 and value % 1024 == 0 else str(value)
 
 
 def fmt_time(seconds):
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.3g} µs"
     return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
@@ -86,7 +101,34 @@ def machine(work):
             break
         except ValueError:
             continue
+    rates, where = gpu_rates(work)
+    if rates:
+        gemm = rates.get("bf16_gemm_tflops")
+        lines.append(f"- GPU rates measured by faprobe ({where}): copy {rates['copy_gbytes_per_s']:,.0f} GB/s"
+                     + (f", bf16 GEMM {gemm:.0f} TFLOP/s" if isinstance(gemm, (int, float)) else ""))
     return lines
+
+
+def gpu_rates(work):
+    """({copy_gbytes_per_s, ...}, where) from a sweep's --json metadata (rates.gpu, measured by the sweep),
+    the decode sweep's first; else the copy bandwidth implied by the decode records (gbytes_per_s /
+    bandwidth_fraction); else ({}, "")."""
+    paths = [os.path.join(work, "sweep", "decode-gpu.json")] + sorted(glob.glob(os.path.join(work, "sweep", "*.json")))
+    for path in paths:
+        try:
+            gpu = ((json.loads(read(path)) or {}).get("rates") or {}).get("gpu")
+        except (ValueError, AttributeError):
+            continue
+        copy = gpu.get("copy_gbytes_per_s") if isinstance(gpu, dict) else None
+        if isinstance(copy, (int, float)) and copy > 0:
+            return gpu, os.path.relpath(path, work)
+    implied = sorted(r["gbytes_per_s"] / r["bandwidth_fraction"]
+                     for r in records(os.path.join(work, "sweep", "*.jsonl"))
+                     if r["impl"].startswith("cuda.") and isinstance(r.get("gbytes_per_s"), (int, float))
+                     and isinstance(r.get("bandwidth_fraction"), (int, float)) and r["bandwidth_fraction"] > 0)
+    if implied:
+        return {"copy_gbytes_per_s": implied[len(implied) // 2]}, "implied by the records' bandwidth_fraction"
+    return {}, ""
 
 
 def steps(work):
@@ -197,7 +239,218 @@ def targets(work):
     if rows:
         out += ["### cuda.fa2 against cuda.fa1 (configs/fa2-vs-fa1.json); target ≥ 1.5x", ""]
         out += table(["case", "fa1", "fa2", "speedup", "target"], rows) + [""]
+    out += decode_targets(work)
     return (["## Targets (ratios of median times in this run)", ""] + out) if out else []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Decode (configs/decode-gpu.json): FlashDecoding's targets and the sweep's table
+
+DECODE, SPLITK = "cuda.decode", "cuda.decode-splitk"
+SPEEDUP_CASE = {"batch": 1, "heads": 32, "seq_k": 32768, "head_dim": 128, "dtype": "bf16"}  # the seed's 3.6x
+SPEEDUP_TARGET, FRACTION_TARGET, PAGED_TARGET = 3.0, 0.80, 1.08
+
+
+def decode_key(case):
+    """What makes two decode records the same problem, whichever program wrote them (seed and splits aside;
+    a contiguous case has no page_size)."""
+    return (case.get("batch"), case.get("heads"), case.get("kv_heads"), case.get("seq_k"), case.get("head_dim"),
+            case.get("dtype"), case.get("page_size") or 0)
+
+
+def decode_label(key, shape=True):
+    """A decode_key as "b1 h32:8 s32k d128 bf16 page 64" (without d and dtype when shape is False)."""
+    batch, heads, kv_heads, seq_k, head_dim, dtype, page = key
+    return (f"b{batch} h{heads}" + (f":{kv_heads}" if kv_heads != heads else "") + f" s{fmt_seq(seq_k)}"
+            + (f" d{head_dim} {dtype}" if shape else "") + (f" page {page}" if page else ""))
+
+
+def decode_records(work):
+    """The decode sweep's records and its peers': equal key lengths, each implementation's own split count
+    (a forced --splits is another experiment)."""
+    recs = records(os.path.join(work, "sweep", "decode-gpu.jsonl"), os.path.join(work, "peers", "decode-gpu.jsonl"))
+    return [r for r in recs if r["case"].get("mode") == "decode" and not r["case"].get("seqlens")
+            and not r["case"].get("splits")]
+
+
+def step_status(work, name):
+    """NAME's status in steps.tsv, or "" when the step has not been recorded."""
+    for row in csv.reader(read(os.path.join(work, "steps.tsv")).splitlines(), delimiter="\t"):
+        if len(row) > 1 and row[0] == name:
+            return row[1]
+    return ""
+
+
+def fraction_of(record, copy):
+    """The record's bandwidth_fraction, else its GB/s over the copy bandwidth; None when neither is known."""
+    value = record.get("bandwidth_fraction")
+    if isinstance(value, (int, float)):
+        return float(value)
+    rate = gbytes_of(record)
+    return rate / copy if rate and copy else None
+
+
+def gbytes_of(record):
+    rate = record.get("gbytes_per_s")
+    if isinstance(rate, (int, float)):
+        return float(rate)
+    median, moved = (record.get("time_s") or {}).get("median"), record.get("bytes")
+    return moved / median / 1e9 if median and isinstance(moved, (int, float)) else None
+
+
+def decode_targets(work):
+    recs = decode_records(work)
+    step = step_status(work, "sweep.decode-gpu")
+    if not recs and not step:
+        return []  # the decode sweep has not run (yet)
+    timed = {(r["impl"], decode_key(r["case"])): r for r in ran_with_time(recs)}
+    every = {(r["impl"], decode_key(r["case"])): r for r in recs}
+    copy = gpu_rates(work)[0].get("copy_gbytes_per_s")
+
+    def why_not(impl, key):
+        record = every.get((impl, key))
+        if record:
+            return f"{impl} {record['status']}" + (f": {record['reason'][:80]}" if record.get("reason") else "")
+        return f"no {impl} record" + (f" (sweep.decode-gpu: {step})" if step and step != "pass" else "")
+
+    def time_of(impl, key):
+        record = timed.get((impl, key))
+        return record["time_s"]["median"] if record else None
+
+    out = []
+    # cuda.decode-splitk against cuda.decode at the seed's shape, for each kv_heads the sweep has.
+    at = SPEEDUP_CASE
+    kv_list = sorted({r["case"]["kv_heads"] for r in recs if not r["case"].get("page_size")
+                      and all(r["case"].get(k) == v for k, v in at.items())}, reverse=True)
+    rows = []
+    for kv in kv_list or [None]:
+        name = (f"b{at['batch']} h{at['heads']}" + (f":{kv}" if kv and kv != at["heads"] else "")
+                + f" s{fmt_seq(at['seq_k'])} d{at['head_dim']} {at['dtype']}, contiguous")
+        key = (at["batch"], at["heads"], kv, at["seq_k"], at["head_dim"], at["dtype"], 0)
+        plain, split = time_of(DECODE, key), time_of(SPLITK, key)
+        if plain and split:
+            speedup = plain / split
+            splits = (timed[(SPLITK, key)].get("details") or {}).get("splits")
+            rows.append([name, fmt_time(plain), fmt_time(split) + (f" ({splits} splits)" if splits else ""),
+                         f"{speedup:.2f}x", "met" if speedup >= SPEEDUP_TARGET else "missed"])
+        else:
+            reasons = [why_not(impl, key) for impl, t in ((DECODE, plain), (SPLITK, split)) if not t]
+            rows.append([name, fmt_time(plain) if plain else "-", fmt_time(split) if split else "-", "-",
+                         "not measured: " + "; ".join(reasons)])
+    out += [f"### {SPLITK} against {DECODE} (configs/decode-gpu.json): batch 1, 32 heads, seq 32k; "
+            f"target ≥ {SPEEDUP_TARGET:g}x (the seed: 3.6x)", ""]
+    out += table(["case", DECODE, SPLITK, "speedup", "target"], rows) + [""]
+
+    # cuda.decode-splitk's bandwidth at long contexts, contiguous.
+    rows = []
+    long_contiguous = [r for r in recs if r["impl"] == SPLITK and not r["case"].get("page_size")
+                       and r["case"]["seq_k"] >= 32768]
+    for r in sorted(long_contiguous, key=lambda r: (-r["case"]["kv_heads"], r["case"]["batch"], r["case"]["seq_k"])):
+        median = (r.get("time_s") or {}).get("median") if r["status"] == "ok" else None
+        fraction = fraction_of(r, copy) if median else None
+        if not median:
+            verdict = "not measured: " + why_not(SPLITK, decode_key(r["case"]))
+        elif fraction is None:
+            verdict = "not measured: no copy bandwidth"
+        else:
+            verdict = "met" if fraction >= FRACTION_TARGET else "missed"
+        rate = gbytes_of(r) if median else None
+        rows.append([decode_label(decode_key(r["case"])), fmt_time(median) if median else "-",
+                     f"{rate:,.0f}" if rate else "-", f"{fraction * 100:.0f} %" if fraction is not None else "-",
+                     verdict])
+    if not rows:
+        why = f"sweep.decode-gpu: {step}" if step and step != "pass" else f"no {SPLITK} record"
+        rows.append([f"{SPLITK}, seq ≥ 32k, contiguous", "-", "-", "-", "not measured: " + why])
+    out += [f"### {SPLITK}'s bandwidth, seq ≥ 32k, contiguous; target ≥ {FRACTION_TARGET * 100:.0f} % of the "
+            f"GPU's copy bandwidth" + (f" ({copy:,.0f} GB/s, measured by faprobe)" if copy else ""), ""]
+    out += table(["case", "median", "GB/s", "of copy", "target"], rows) + [""]
+
+    # Paged against contiguous for cuda.decode-splitk, pages of 64 keys and more: the worst case per page size.
+    pages = sorted({r["case"].get("page_size") or 0 for r in recs} - {0})
+    rows = []
+    for page in [p for p in pages if p >= 64] or [None]:
+        ratios, untimed = [], 0  # untimed: paged cases without a median of their own or of their contiguous twin
+        for r in recs:
+            if r["impl"] != SPLITK or (r["case"].get("page_size") or 0) != page:
+                continue
+            paged = time_of(SPLITK, decode_key(r["case"]))
+            contiguous = time_of(SPLITK, decode_key(r["case"])[:-1] + (0,))
+            if paged and contiguous:
+                ratios.append((paged / contiguous, r["case"]))
+            else:
+                untimed += 1
+        if not ratios:
+            rows.append([f"{page}" if page else "≥ 64", "0", "-", "-", "-",
+                         "not measured: " + (f"sweep.decode-gpu: {step}" if step and step != "pass"
+                                             else f"no paged {SPLITK} record with a contiguous twin")])
+            continue
+        ratios.sort(key=lambda item: item[0])
+        worst, case = ratios[-1]
+        within = sum(ratio <= PAGED_TARGET for ratio, _ in ratios)
+        rows.append([str(page), f"{within} of {len(ratios)}" + (f" ({untimed} more not timed)" if untimed else ""),
+                     f"{worst:.3f}",
+                     decode_label(decode_key(case)[:-1] + (0,), shape=False),
+                     f"{ratios[len(ratios) // 2][0]:.3f}", "met" if within == len(ratios) else "missed"])
+    out += [f"### {SPLITK} paged against contiguous, pages of 64 keys and more; target: paged time ≤ "
+            f"{PAGED_TARGET:g} × contiguous time, every case", ""]
+    out += table(["page size", f"cases ≤ {PAGED_TARGET:g}x", "worst ratio", "worst at", "median ratio", "target"],
+                 rows) + [""]
+    return out
+
+
+def decode_sweep(work):
+    """The decode sweep as one table: a row per case, a column per implementation × page size."""
+    recs = decode_records(work)
+    mine = [r for r in recs if r["impl"].startswith("cuda.")]
+    if not mine:
+        return []
+    rates, where = gpu_rates(work)
+    copy = rates.get("copy_gbytes_per_s")
+    impls = [impl for impl in (DECODE, SPLITK) if any(r["impl"] == impl for r in mine)]
+    impls += sorted({r["impl"] for r in mine} - set(impls))
+    pages = sorted({r["case"].get("page_size") or 0 for r in mine})
+    columns = [(impl, page) for impl in impls for page in pages]
+    cases = sorted({decode_key(r["case"])[:-1] for r in mine}, key=lambda k: (k[5], k[4], -k[2], k[0], k[3]))
+    shapes = {(case[4], case[5]) for case in cases}  # (head_dim, dtype): in the heading when there is one
+    by_key = {(r["impl"], decode_key(r["case"])): r for r in recs}
+
+    def cell(record):
+        if record is None:
+            return "-"
+        if record["status"] != "ok" or not (record.get("time_s") or {}).get("median"):
+            return record["status"] + (f": {record.get('reason', '')[:40]}" if record["status"] == "skipped" else "")
+        rate, fraction = gbytes_of(record), fraction_of(record, copy)
+        return (fmt_time(record["time_s"]["median"]) + (f", {rate:,.0f} GB/s" if rate else "")
+                + (f" ({fraction * 100:.0f} %)" if fraction is not None else ""))
+
+    peers = any(r["impl"].startswith("torch.") for r in recs)
+    rows = []
+    for case in cases:
+        row = [decode_label(case + (0,), shape=len(shapes) > 1)]
+        row += [cell(by_key.get((impl, case + (page,)))) for impl, page in columns]
+        split = by_key.get((SPLITK, case + (0,)))
+        if SPLITK in impls:
+            ran = split is not None and split["status"] == "ok"
+            row.append(str((split.get("details") or {}).get("splits", "-")) if ran else "-")
+        if peers:
+            timed = [r for r in ran_with_time(recs)
+                     if r["impl"].startswith("torch.") and decode_key(r["case"]) == case + (0,)]
+            best = min(timed, key=lambda r: r["time_s"]["median"]) if timed else None
+            row.append((f"{best['impl'][len('torch.'):]}: " if best else "") + cell(best))
+        rows.append(row)
+    header = ["case"] + [f"{impl} {'contiguous' if page == 0 else f'page {page}'}" for impl, page in columns]
+    header += [f"{SPLITK} splits"] if SPLITK in impls else []
+    header += ["PyTorch SDPA, best backend"] if peers else []
+    shape = f", d{next(iter(shapes))[0]} {next(iter(shapes))[1]}" if len(shapes) == 1 else ""
+    out = [f"## Decode sweep (configs/decode-gpu.json{shape})", ""]
+    out += [f"GPU copy bandwidth measured by faprobe: {copy:,.0f} GB/s ({where})." if copy
+            else "GPU copy bandwidth: not measured (no rates in the sweep's --json, no bandwidth_fraction in its "
+                 "records).", ""]
+    out += table(header, rows)
+    return out + ["", "Median time per call; GB/s = minimum bytes (Q, K, V read once, O written once) / median time; "
+                      "(%) of the copy bandwidth. The split count is split-K's own choice on the contiguous case; "
+                      "PyTorch runs contiguous K/V only. Timing only (--no-verify): the decode kernels' outputs are "
+                      "checked by the verify step.", ""]
 
 
 def seed_table(work):
@@ -239,7 +492,7 @@ def main(argv):
     work = argv[0]
     gpu = next(iter(csv.reader(read(os.path.join(work, "env", "nvidia-smi.csv")).splitlines()[1:2])), ["no GPU"])
     out = [f"# faprobe device check: {gpu[0]}", ""] + machine(work) + ["", "## Steps", ""] + steps(work) + [""]
-    for section in (probes, verify, saved, throughput, targets, seed_table, peers):
+    for section in (probes, verify, saved, throughput, targets, decode_sweep, seed_table, peers):
         try:
             out += section(work)
         except Exception as error:  # one malformed file must not lose the rest of the summary

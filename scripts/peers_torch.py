@@ -17,6 +17,14 @@ of faprobe's ranges, "parts" included; flags override the config), and appends o
 - Causal: faprobe's mask is bottom-right aligned, torch's is_causal top-left; they agree when
   seq_q == seq_k, and for seq_q == 1 bottom-right means every key (run without a mask). Other causal
   cases are recorded as unsupported with that reason.
+- Decode (mode decode, seq_q = 1) runs where SDPA applies: contiguous K/V of equal lengths. A case with a
+  paged KV cache (page_size > 0) or its own key length per batch entry (seqlens) is recorded as
+  unsupported with the reason: SDPA takes dense (batch, heads, seq, head_dim) tensors only, and padding
+  the entries to one length would time work faprobe's kernels do not do. Such records keep page_size and
+  seqlens in their case, as faprobe writes them (absent when contiguous, equal lengths).
+- splits (faprobe's forced key-split count for split-K implementations) is accepted, for faprobe's
+  configs, and ignored: SDPA has no such knob, so a case is run once whatever splits says, and its record's
+  case has no splits field. Records join faprobe's on the other case fields (scripts/device_summary.py).
 - Time: CUDA events around one call, a 2 x L2 buffer zeroed before each sample (the L2 flush), warm-up
   runs first, then samples until --min-samples and --min-time are met and the relative standard error of
   the mean is below --max-noise percent, or --max-time is spent; the median is reported.
@@ -48,7 +56,8 @@ import warnings
 BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
             "math": "MATH"}
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
-AXES = ("seq", "seq_q", "batch", "heads", "kv_heads", "head_dim", "dtype", "mask", "mode", "seed")
+AXES = ("seq", "seq_q", "batch", "heads", "kv_heads", "head_dim", "dtype", "mask", "mode", "seed", "page_size",
+        "splits", "seqlens")
 MEASURE = {"warmup": 1, "min_samples": 10, "min_time": 0.5, "max_noise": 0.5, "max_time": 10.0}
 
 
@@ -72,6 +81,8 @@ def parse_list(text):
         bounds, _, step = item.partition(":")
         start, end = (parse_integer(part) for part in bounds.split(".."))
         step = step.strip() or "*2"
+        if parse_integer(step[1:]) < (2 if step[0] == "*" else 1) or (step[0] == "*" and start < 1):
+            raise ValueError(f"range {item}: it would never reach its end")
         value = start
         while value <= end:
             values.append(value)
@@ -79,30 +90,49 @@ def parse_list(text):
     return list(dict.fromkeys(values))
 
 
+def parse_lengths(text):
+    """seqlens: '1000,17,4097,1' -> [1000, 17, 4097, 1], one length per batch entry (repeats kept)."""
+    values = [parse_integer(item) for item in str(text).split(",")]
+    if any(value < 1 for value in values):
+        raise ValueError(f"seqlens: every length must be at least 1, got {text}")
+    return values
+
+
 def config_text(value):
     return ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
 
 
 def expand(settings):
-    """The cases of one cross product, in faprobe's order (seq varies fastest)."""
+    """The cases of one cross product, in faprobe's order (seq varies fastest). seqlens is one case's
+    lengths, not an axis: it sets the batch and the (longest) seq. splits is ignored (see the top)."""
     names = lambda key, default: [n.strip() for n in config_text(settings.get(key, default)).split(",")]
     ints = lambda key, default: parse_list(config_text(settings.get(key, default)))
+    seqlens = parse_lengths(config_text(settings["seqlens"])) if settings.get("seqlens") is not None else None
+    batches, seqs = ([len(seqlens)], [max(seqlens)]) if seqlens else (ints("batch", 1), ints("seq", 1024))
     cases = []
     for mode in names("mode", "prefill"):
+        if seqlens and mode != "decode":
+            raise ValueError("seqlens gives each batch entry of a decode case its own key length: it needs mode decode")
         for dtype in names("dtype", "fp32"):
             for mask in names("mask", "none"):
-                for batch in ints("batch", 1):
+                for batch in batches:
                     for heads in ints("heads", 8):
                         for kv_heads in ints("kv_heads", heads):
                             for head_dim in ints("head_dim", 64):
                                 for seed in ints("seed", 0):
-                                    for seq_q in ints("seq_q", 0):
-                                        for seq in ints("seq", 1024):
-                                            cases.append({
-                                                "batch": batch, "heads": heads, "kv_heads": kv_heads,
-                                                "seq_q": 1 if mode == "decode" else (seq_q or seq),
-                                                "seq_k": seq, "head_dim": head_dim, "dtype": dtype,
-                                                "mask": mask, "mode": mode, "seed": seed})
+                                    for page_size in ints("page_size", 0):
+                                        for seq_q in ints("seq_q", 0):
+                                            for seq in seqs:
+                                                case = {
+                                                    "batch": batch, "heads": heads, "kv_heads": kv_heads,
+                                                    "seq_q": 1 if mode == "decode" else (seq_q or seq),
+                                                    "seq_k": seq, "head_dim": head_dim, "dtype": dtype,
+                                                    "mask": mask, "mode": mode, "seed": seed}
+                                                if page_size:  # as faprobe writes a case: only when set
+                                                    case["page_size"] = page_size
+                                                if seqlens:
+                                                    case["seqlens"] = list(seqlens)
+                                                cases.append(case)
     return cases
 
 
@@ -113,10 +143,13 @@ def plan(config, flags):
                for k, default in MEASURE.items()}
     base = {k: v for k, v in config.items() if k in AXES}
     parts = config.get("parts") or [{}]
+    given = {k: v for k, v in flags.items() if k in AXES and v is not None}
+    if "seqlens" in given and ("batch" in given or "seq" in given):
+        raise ValueError("--seqlens and --batch/--seq both set the batch's key lengths; give one of them")
     cases, seen = [], set()
     for part in parts:
         merged = dict(base, **{k.replace("-", "_"): v for k, v in part.items()})
-        merged.update({k: v for k, v in flags.items() if k in AXES and v is not None})
+        merged.update(given)
         for case in expand(merged):
             key = json.dumps(case, sort_keys=True)
             if key not in seen:
@@ -126,18 +159,31 @@ def plan(config, flags):
 
 
 def avg_keys(case):
-    if case["mask"] != "causal":
-        return float(case["seq_k"])
-    offset = case["seq_k"] - case["seq_q"] + 1
-    total = sum(min(max(row + offset, 0), case["seq_k"]) for row in range(case["seq_q"]))
-    return total / case["seq_q"]
+    """The mean number of keys a query row sees, over the rows and (seqlens) the batch entries."""
+    def mean_visible(seq_k):
+        if case["mask"] != "causal":
+            return float(seq_k)
+        offset = seq_k - case["seq_q"] + 1
+        return sum(min(max(row + offset, 0), seq_k) for row in range(case["seq_q"])) / case["seq_q"]
+    lengths = case.get("seqlens") or [case["seq_k"]]
+    return sum(mean_visible(length) for length in lengths) / len(lengths)
+
+
+def total_keys(case):
+    """Key rows over the batch: batch * seq_k, or the sum of seqlens (no padding)."""
+    return sum(case["seqlens"]) if case.get("seqlens") else case["batch"] * case["seq_k"]
 
 
 def label(case):
     heads = f"h{case['heads']}" + (f":{case['kv_heads']}" if case["kv_heads"] != case["heads"] else "")
     seq = f"s{case['seq_k']}" if case["seq_q"] == case["seq_k"] else f"q{case['seq_q']} k{case['seq_k']}"
+    if case.get("seqlens"):
+        lengths = case["seqlens"]  # the first few of a long list, as faprobe's labels
+        shown = ",".join(map(str, lengths[:4])) + (f",...({len(lengths)})" if len(lengths) > 4 else "")
+        seq = f"q{case['seq_q']} k[{shown}]"
     return (f"b{case['batch']} {heads} {seq} d{case['head_dim']} {case['dtype']}"
-            f"{' causal' if case['mask'] == 'causal' else ''}{' decode' if case['mode'] == 'decode' else ''}")
+            f"{' causal' if case['mask'] == 'causal' else ''}{' decode' if case['mode'] == 'decode' else ''}"
+            f"{' page' + str(case['page_size']) if case.get('page_size') else ''}")
 
 
 def fmt_bytes(value):
@@ -208,7 +254,7 @@ class Peers:
         torch = self.torch
         rows, keys = case["batch"] * case["heads"] * case["seq_q"], case["seq_k"]
         element = DTYPE_BYTES.get(case["dtype"], 0)
-        kv_bytes = element * 2 * case["batch"] * case["kv_heads"] * keys * case["head_dim"]
+        kv_bytes = element * 2 * total_keys(case) * case["kv_heads"] * case["head_dim"]
         qkv_bytes = element * rows * case["head_dim"] + kv_bytes   # the inputs
         io_bytes = qkv_bytes + element * rows * case["head_dim"]   # and the output: faprobe's "bytes"
         predicted = io_bytes + (16 * rows * keys if backend == "math" else 0)
@@ -225,6 +271,12 @@ class Peers:
         if causal and case["seq_q"] not in (case["seq_k"], 1):
             return dict(record, status="unsupported", reason="torch's is_causal is top-left aligned, faprobe's "
                         "causal bottom-right: compared only where seq_q == seq_k (or seq_q == 1)")
+        if case.get("page_size"):
+            return dict(record, status="unsupported", reason=f"SDPA takes contiguous K/V only, not a paged KV cache "
+                        f"(page_size {case['page_size']})")
+        if case.get("seqlens"):
+            return dict(record, status="unsupported", reason="SDPA takes equal key lengths per batch entry only "
+                        "(seqlens): padding them would time keys that are not there")
         free = torch.cuda.mem_get_info()[0] * 0.9
         if predicted > free:
             return dict(record, status="skipped", reason=f"needs {fmt_bytes(predicted)}, free {fmt_bytes(free)}")

@@ -9,7 +9,7 @@ are drawn together (faprobe's records beside a peer's, such as scripts/peers_tor
 The PNGs are written to DIR (default: the directory of the first RESULTS), named NAME + memory.png,
 NAME + time.png and NAME + gflops.png (default NAME: the file name of the first RESULTS without its
 extension, plus "-": results/h200.json -> results/h200-memory.png). --plots chooses among memory, time,
-gflops (the default three) and tflops.
+gflops (the default three), tflops and gbps.
 
   memory  peak memory vs seq_k, log-log, one line per implementation: measured peak for cases that
           ran, the predicted peak of skipped cases as hollow markers on a dashed line, and O(S), O(S^2)
@@ -18,6 +18,12 @@ gflops (the default three) and tflops.
   gflops  GFLOP/s vs seq, log x (log y too when implementations differ by more than 100x).
   tflops  TFLOP/s vs seq, one figure per (dtype, head_dim, mask): NAME + tflops-bf16-d128-causal.png;
           peers' lines (implementations not named cpu.*, cuda.* or emu.*) dashed.
+  gbps    decode only (mode decode, equal key lengths): GB/s (minimum bytes / median time) vs seq_k, one
+          figure per (dtype, head_dim, heads, kv_heads, batch) with two or more key lengths, NAME +
+          gbps-bf16-d128-h32kv8-b1.png, and vs batch per (..., seq_k) with two or more batches, NAME +
+          gbps-bf16-d128-h32kv8-s4k-by-batch.png; one line per implementation × page size (contiguous or
+          paged), peers dashed, and the device's copy bandwidth as a dotted line (the --json document's
+          rates.gpu.copy_gbytes_per_s, else gbytes_per_s / bandwidth_fraction of the records).
 
 When records span several shapes (batch, heads, head_dim, dtype, mask, mode, ... differ), each shape gets
 its own line with a compact label, or its own panel when there would be too many lines. When batch · seq
@@ -41,7 +47,8 @@ MEASURED = ("ok", "mismatch")  # statuses whose record carries measurements
 SAME = "="  # stands for seq_q == seq_k in a line's identity
 
 # Case fields in the order labels show them; fields not listed (added later) follow alphabetically.
-AXIS_ORDER = ("seq_q", "seq_k", "tokens", "batch", "heads", "kv_heads", "head_dim", "dtype", "mask", "mode", "seed")
+AXIS_ORDER = ("seq_q", "seq_k", "tokens", "batch", "heads", "kv_heads", "head_dim", "dtype", "mask", "mode",
+              "page_size", "seqlens", "splits", "seed")
 
 
 class InputError(Exception):
@@ -198,6 +205,12 @@ def axis_parts(items, shown):
             parts.append({"none": "no mask"}.get(value, str(value)))
         elif name in ("dtype", "mode"):
             parts.append(str(value))
+        elif name == "page_size":
+            parts.append(f"page {value}" if value else "contiguous")
+        elif name == "seqlens":
+            parts.append("varlen")
+        elif name == "splits":
+            parts.append(f"{value} splits" if value else "heuristic splits")
         elif name == "seed":
             parts.append(f"seed {value}")
         elif name == "tokens":
@@ -259,8 +272,9 @@ def hashable(value):
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
 
 
-def build_series(records):
-    """Returns (series list, x axis name, axes that vary between lines)."""
+def build_series(records, x_axis=None):
+    """Returns (series list, x axis name, axes that vary between lines). x_axis: seq_k or seq_q (default:
+    seq_q when only it varies, else seq_k), or batch."""
     # A rerun appended to the same JSONL repeats a case: the last record of an (impl, case) wins.
     latest = {}
     for record in records:
@@ -269,7 +283,8 @@ def build_series(records):
 
     seq_k = {r["case"]["seq_k"] for r in records}
     seq_q = {r["case"]["seq_q"] for r in records}
-    x_axis = "seq_q" if len(seq_k) == 1 and len(seq_q) > 1 else "seq_k"
+    if x_axis is None:
+        x_axis = "seq_q" if len(seq_k) == 1 and len(seq_q) > 1 else "seq_k"
 
     def identity_of(case, tokens):
         identity = []
@@ -289,7 +304,7 @@ def build_series(records):
     for record in records:
         without_batch = tuple(item for item in identity_of(record["case"], False) if item[0] != "batch")
         lines.setdefault((record["impl"], without_batch), []).append(record["case"])
-    tokens = any(len({c["batch"] for c in cases}) > 1 for cases in lines.values()) and all(
+    tokens = x_axis != "batch" and any(len({c["batch"] for c in cases}) > 1 for cases in lines.values()) and all(
         len({c["batch"] * c[x_axis] for c in cases}) == 1 for cases in lines.values())
 
     series = {}
@@ -325,14 +340,16 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 
 
 class Plotter:
-    def __init__(self, plt, ticker, line2d, records, metadata, source):
+    def __init__(self, plt, ticker, line2d, records, metadata, source, x_axis=None, facet=None):
+        """x_axis: as build_series; facet: one panel per shape (True), one panel (False), or by line count."""
         self.plt, self.ticker, self.Line2D = plt, ticker, line2d
         self.metadata = metadata
-        self.series, self.x_axis, self.varying = build_series(records)
+        self.records = records
+        self.series, self.x_axis, self.varying = build_series(records, x_axis)
         self.impls = sorted({s.impl for s in self.series})
         self.shapes = list(dict.fromkeys(s.identity for s in sorted(self.series, key=lambda s: s.order)))
         # Panels: one per shape when one axes would hold too many lines, else one panel.
-        self.facet = len(self.shapes) > 1 and len(self.impls) * len(self.shapes) > 8
+        self.facet = len(self.shapes) > 1 and len(self.impls) * len(self.shapes) > 8 if facet is None else facet
         palette = plt.get_cmap("tab10").colors + plt.get_cmap("Dark2").colors
         color_keys = self.impls if len(self.impls) > 1 or self.facet else self.shapes
         self.colors = {key: palette[i % len(palette)] for i, key in enumerate(color_keys)}
@@ -346,6 +363,8 @@ class Plotter:
         if self.x_axis == "seq_k":
             everywhere_same = all(dict(s.identity).get("seq_q") == SAME for s in self.series)
             self.x_label = "sequence length S = seq_q = seq_k" if everywhere_same else "key length S = seq_k"
+        elif self.x_axis == "batch":
+            self.x_label = "batch"
         else:
             self.x_label = "query length S = seq_q"
 
@@ -498,7 +517,7 @@ class Plotter:
                     zorder=6)
         return bool(bad)
 
-    # -- the three plots ---------------------------------------------------------------------------------
+    # -- the plots ---------------------------------------------------------------------------------------
 
     def memory(self, path):
         fig, panels = self.figure("peak memory vs sequence length")
@@ -621,17 +640,9 @@ class Plotter:
                     note="FLOPs = 4·batch·heads·seq_q·avg_k·head_dim (causal: visible keys only) / median time")
         self.save(fig, path)
 
-    def tflops(self, path):
-        """TFLOP/s vs seq: faprobe's implementations as solid lines, peers (torch.* from peers_torch.py) dashed."""
-        fig, panels = self.figure("TFLOP/s vs sequence length")
-
-        def rate(record):
-            value = number(record, "tflops")
-            median, flops = number(record.get("time_s"), "median"), number(record, "flops")
-            if value is None and median and flops:
-                value = flops / median * 1e-12
-            return value
-
+    def rate_lines(self, panels, rate):
+        """One line per series of rate(record) vs x: faprobe's implementations solid, peers dashed, mismatches
+        marked. Returns the xs and ys drawn and whether any mismatch and any peer were."""
         xs, ys, any_mismatch, any_peer = [], [], False, False
         for line in self.series:
             ax = self.panel_of(panels, line)
@@ -646,6 +657,13 @@ class Plotter:
             any_mismatch |= self.mark_mismatches(ax, points)
             xs += [p[0] for p in points]
             ys += [p[1] for p in points]
+        return xs, ys, any_mismatch, any_peer
+
+    def tflops(self, path):
+        """TFLOP/s vs seq: faprobe's implementations as solid lines, peers (torch.* from peers_torch.py) dashed."""
+        fig, panels = self.figure("TFLOP/s vs sequence length")
+
+        xs, ys, any_mismatch, any_peer = self.rate_lines(panels, lambda r: measured_rate(r, "tflops", "flops", 1e-12))
         log_y = bool(ys) and max(ys) / min(ys) > 100
         note = "FLOPs = 4·batch·heads·seq_q·avg_k·head_dim (causal: visible keys only) / median time"
         if any_peer:
@@ -653,6 +671,48 @@ class Plotter:
         self.finish(fig, panels, "TFLOP/s" + (" (log scale)" if log_y else ""), ys, xs, lambda v: f"{v:,.4g}",
                     log_y=log_y, extra_handles=self.mismatch_handle(any_mismatch), note=note)
         self.save(fig, path)
+
+    def gbps(self, path):
+        """Decode's GB/s (minimum bytes / median time) vs seq_k or batch: faprobe's implementations solid, one
+        marker per page size; peers dashed; the device's copy bandwidth dotted."""
+        fig, panels = self.figure("decode GB/s vs " + ("batch" if self.x_axis == "batch" else "key length"))
+
+        xs, ys, any_mismatch, any_peer = self.rate_lines(panels, lambda r: measured_rate(r, "gbytes_per_s", "bytes", 1e-9))
+        copy = copy_bandwidth(self.metadata, self.records)
+        if copy and ys:
+            ys.append(copy)
+            for ax in panels.values():
+                ax.axhline(copy, color="tab:red", linestyle=":", linewidth=1.1)
+                ax.text(0.01, copy, f" copy bandwidth {copy:,.0f} GB/s (measured)", transform=ax.get_yaxis_transform(),
+                        fontsize=7.5, color="tab:red", va="bottom")
+        log_y = bool(ys) and max(ys) / min(ys) > 100
+        note = "GB/s = minimum bytes (Q, K, V, O once) / median time"
+        if any_peer:
+            note = "dashed: PyTorch SDPA (contiguous only) · " + note
+        self.finish(fig, panels, "GB/s" + (" (log scale)" if log_y else ""), ys, xs, lambda v: f"{v:,.4g}",
+                    log_y=log_y, extra_handles=self.mismatch_handle(any_mismatch), note=note)
+        self.save(fig, path)
+
+
+def measured_rate(record, field, amount, scale):
+    """record[field] (a rate), or amount / median time · scale when the record lacks it (peers)."""
+    value = number(record, field)
+    median, total = number(record.get("time_s"), "median"), number(record, amount)
+    if value is None and median and total:
+        value = total / median * scale
+    return value
+
+
+def copy_bandwidth(metadata, records):
+    """The GPU's copy bandwidth in GB/s: the --json document's rates.gpu, else the median of
+    gbytes_per_s / bandwidth_fraction over the records that carry both; None when neither exists."""
+    gpu = (metadata.get("rates") or {}).get("gpu") if isinstance(metadata.get("rates"), dict) else None
+    value = number(gpu, "copy_gbytes_per_s")
+    if value:
+        return value
+    derived = sorted(number(r, "gbytes_per_s") / number(r, "bandwidth_fraction") for r in records
+                     if r["impl"].startswith("cuda.") and number(r, "gbytes_per_s") and number(r, "bandwidth_fraction"))
+    return derived[len(derived) // 2] if derived else None
 
 
 def is_peer(impl):
@@ -672,7 +732,35 @@ def tflops_groups(records):
             if any(r["status"] in MEASURED for r in group)]
 
 
-PLOTS = ("memory", "time", "gflops", "tflops")
+def gbps_groups(records):
+    """(file suffix, records, x axis) for the decode GB/s figures: per (dtype, head_dim, heads, kv_heads, batch)
+    against seq_k where two or more key lengths ran, and per (..., seq_k) against batch where two or more
+    batches did. Variable-length cases are left out (no single key length); a contiguous case gets
+    page_size 0, so that its line is labelled as such beside the paged ones."""
+    decode = []
+    for record in records:
+        case = record["case"]
+        if case.get("mode") != "decode" or case.get("seqlens"):
+            continue
+        decode.append(dict(record, case=dict(case, page_size=case.get("page_size") or 0)))
+    decode.sort(key=lambda record: record["case"]["page_size"])  # lines in page-size order, contiguous first
+    figures = []
+    for x_axis, fixed in (("seq_k", "batch"), ("batch", "seq_k")):
+        groups = {}
+        for record in decode:
+            case = record["case"]
+            key = (str(case.get("dtype")), case.get("head_dim"), case.get("heads"), case.get("kv_heads"), case[fixed])
+            groups.setdefault(key, []).append(record)
+        for (dtype, head_dim, heads, kv_heads, value), group in sorted(groups.items(), key=lambda item: str(item[0])):
+            if len({r["case"][x_axis] for r in group if r["status"] in MEASURED}) < 2:
+                continue
+            suffix = (f"gbps-{dtype}-d{head_dim}-h{heads}kv{kv_heads}-"
+                      + (f"b{value}" if fixed == "batch" else f"s{fmt_seq(value)}-by-batch"))
+            figures.append((suffix, group, x_axis))
+    return figures
+
+
+PLOTS = ("memory", "time", "gflops", "tflops", "gbps")
 
 
 def main(argv=None):
@@ -726,13 +814,22 @@ def main(argv=None):
         return 2
 
     figures = []  # (file name without prefix, plotter, method)
-    plotter = Plotter(plt, ticker, Line2D, records, metadata, source)
+    plotter = None
     for name in plots:
-        if name != "tflops":
+        if name == "tflops":
+            for suffix, group in tflops_groups(records):
+                figures.append((suffix, Plotter(plt, ticker, Line2D, group, metadata, source), "tflops"))
+        elif name == "gbps":
+            # One panel per figure: its lines are implementations × page sizes.
+            for suffix, group, x_axis in gbps_groups(records):
+                figures.append((suffix, Plotter(plt, ticker, Line2D, group, metadata, source, x_axis, facet=False),
+                                "gbps"))
+        else:
+            plotter = plotter or Plotter(plt, ticker, Line2D, records, metadata, source)
             figures.append((name, plotter, name))
-            continue
-        for suffix, group in tflops_groups(records):
-            figures.append((suffix, Plotter(plt, ticker, Line2D, group, metadata, source), "tflops"))
+    if not figures:
+        print(f"plot.py: nothing to draw for --plots {args.plots} (gbps needs decode records at two or more "
+              "key lengths or batches)", file=sys.stderr)
     for name, drawer, method in figures:
         path = os.path.join(out_dir, f"{prefix}{name}.png")
         try:

@@ -15,8 +15,9 @@
 namespace faprobe {
 
 const std::vector<std::string>& axis_keys() {
-  static const std::vector<std::string> keys = {"impl",     "seq",      "seq_q", "batch", "heads", "kv_heads",
-                                                "head_dim", "dtype",    "mask",  "mode",  "seed"};
+  static const std::vector<std::string> keys = {"impl",  "seq",  "seq_q", "batch",     "heads",  "kv_heads",
+                                                "head_dim", "dtype", "mask", "mode", "seed", "page_size",
+                                                "splits", "seqlens"};
   return keys;
 }
 
@@ -159,6 +160,8 @@ MeasureSettings measure_settings(const SettingsSource& source) {
 
 namespace {
 
+bool from_flag(const SettingsSource::Value& value) { return value.origin.rfind("--config ", 0) != 0; }
+
 // True when `name` is `pattern`, or pattern is "prefix.*" and name starts with "prefix.".
 bool name_matches(const std::string& pattern, const std::string& name) {
   if (pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, ".*") == 0)
@@ -186,11 +189,31 @@ PlanPart make_part(const SettingsSource& source) {
   }
 
   constexpr std::int64_t kMaxSeq = std::int64_t(1) << 31;
-  const auto seqs = integers(source, "seq", {1024}, kMaxSeq);
+  auto seqs = integers(source, "seq", {1024}, kMaxSeq);
   const auto* seq_q_value = find(source, "seq_q");
   const auto seq_qs = seq_q_value ? parse_integer_list(seq_q_value->text, seq_q_value->origin, 1, kMaxSeq)
                                   : std::vector<std::int64_t>{0};  // 0: same as seq (prefill) or 1 (decode)
-  const auto batches = integers(source, "batch", {1}, 1 << 20);
+  auto batches = integers(source, "batch", {1}, 1 << 20);
+  // --seqlens is one case's lengths, not an axis: it sets the batch and the (longest) length.
+  std::vector<std::int64_t> seqlens;
+  if (const auto* value = find(source, "seqlens")) {
+    seqlens = parse_integer_sequence(value->text, value->origin, 1, kMaxSeq, /*keep_duplicates=*/true);
+    for (const char* replaced : {"batch", "seq"}) {
+      const auto* other = find(source, replaced);
+      if (other != nullptr && from_flag(*other)) {
+        throw UsageError(fmt::format("{} and {} both set the batch's key lengths; give one of them",
+                                     value->origin, other->origin));
+      }
+    }
+    batches = {std::int64_t(seqlens.size())};
+    seqs = {*std::max_element(seqlens.begin(), seqlens.end())};
+  }
+  const auto* page_value = find(source, "page_size");
+  const auto page_sizes = page_value ? parse_integer_list(page_value->text, page_value->origin, 0, Case::kMaxPageSize)
+                                     : std::vector<std::int64_t>{0};
+  const auto* splits_value = find(source, "splits");
+  const auto splits_list = splits_value ? parse_integer_list(splits_value->text, splits_value->origin, 0, Case::kMaxSplits)
+                                        : std::vector<std::int64_t>{0};
   const auto heads_list = integers(source, "heads", {8}, 1 << 16);
   const auto* kv_value = find(source, "kv_heads");
   const auto head_dims = integers(source, "head_dim", {64}, 1 << 16);
@@ -213,6 +236,8 @@ PlanPart make_part(const SettingsSource& source) {
             for (std::int64_t kv_heads : kv_list)
               for (std::int64_t head_dim : head_dims)
                 for (std::int64_t seed : seeds)
+                  for (std::int64_t page_size : page_sizes)
+                  for (std::int64_t splits : splits_list)
                   for (std::int64_t seq_q : seq_qs)
                     for (std::int64_t seq : seqs) {
                       Case c;
@@ -225,6 +250,9 @@ PlanPart make_part(const SettingsSource& source) {
                       c.mode = mode;
                       c.seed = std::uint64_t(seed);
                       c.seq_k = seq;
+                      c.page_size = page_size;
+                      c.splits = splits;
+                      c.seqlens = seqlens;
                       // --seq-q applies to prefill; decode always has one query row.
                       c.seq_q = mode == Mode::decode ? 1 : (seq_q != 0 ? seq_q : seq);
                       c.validate();
@@ -233,8 +261,6 @@ PlanPart make_part(const SettingsSource& source) {
           }
   return plan;
 }
-
-bool from_flag(const SettingsSource::Value& value) { return value.origin.rfind("--config ", 0) != 0; }
 
 }  // namespace
 

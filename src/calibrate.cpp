@@ -78,4 +78,9 @@ MachineRates calibrate_host(double seconds) {
   return rates;
 }
 
+std::optional<gpu::GpuRates> calibrate_gpu(double seconds) {
+  if (gpu::devices().empty()) return std::nullopt;
+  return gpu::measure_gpu_rates(seconds);
+}
+
 }  // namespace faprobe

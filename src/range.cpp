@@ -73,9 +73,15 @@ std::int64_t parse_integer(std::string_view text, std::string_view what, std::in
 
 std::vector<std::int64_t> parse_integer_list(std::string_view text, std::string_view what,
                                              std::int64_t min_value, std::int64_t max_value) {
+  return parse_integer_sequence(text, what, min_value, max_value, /*keep_duplicates=*/false);
+}
+
+std::vector<std::int64_t> parse_integer_sequence(std::string_view text, std::string_view what,
+                                                 std::int64_t min_value, std::int64_t max_value,
+                                                 bool keep_duplicates) {
   std::vector<std::int64_t> values;
   auto append = [&](std::int64_t value) {
-    if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
+    if (keep_duplicates || std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
   };
   if (trim(text).empty()) throw UsageError(fmt::format("{}: empty value (examples: 512, 1,17,4097, 512..65536)", what));
   for (std::string_view item : split(text, ',')) {

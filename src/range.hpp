@@ -21,6 +21,11 @@ std::vector<std::int64_t> parse_integer_list(std::string_view text, std::string_
                                              std::int64_t min_value = 1,
                                              std::int64_t max_value = std::int64_t(1) << 40);
 
+// The same grammar with a choice: duplicates kept (a sequence such as one length per batch entry) or dropped.
+std::vector<std::int64_t> parse_integer_sequence(std::string_view text, std::string_view what,
+                                                 std::int64_t min_value, std::int64_t max_value,
+                                                 bool keep_duplicates);
+
 // Comma-separated names, trimmed, none empty, duplicates dropped.
 std::vector<std::string> parse_name_list(std::string_view text, std::string_view what);
 

@@ -54,6 +54,8 @@ void to_json(nlohmann::json& out, const Record& record) {
   out["tflops"] = gflops ? nlohmann::json(*gflops * 1e-3) : nlohmann::json(nullptr);
   out["gflops"] = gflops ? nlohmann::json(*gflops) : nlohmann::json(nullptr);
   out["gbytes_per_s"] = gbytes ? nlohmann::json(*gbytes) : nlohmann::json(nullptr);
+  out["bandwidth_fraction"] =
+      record.bandwidth_fraction ? nlohmann::json(*record.bandwidth_fraction) : nlohmann::json(nullptr);
   out["memory"] = {{"peak_bytes", record.memory.peak_bytes},
                    {"workspace_bytes", record.memory.workspace_bytes},
                    {"predicted_bytes", record.memory.predicted_bytes}};
@@ -75,6 +77,10 @@ void from_json(const nlohmann::json& in, Record& record) {
                             t.at("stddev").get<double>(), t.at("samples").get<std::int64_t>()};
   }
   record.predicted_time_s = in.value("predicted_time_s", 0.0);
+  record.bandwidth_fraction.reset();  // optional: records written before it existed have none
+  if (in.contains("bandwidth_fraction") && in["bandwidth_fraction"].is_number()) {
+    record.bandwidth_fraction = in["bandwidth_fraction"].get<double>();
+  }
   const auto& memory = in.at("memory");
   record.memory = {memory.at("peak_bytes").get<std::uint64_t>(), memory.at("workspace_bytes").get<std::uint64_t>(),
                    memory.at("predicted_bytes").get<std::uint64_t>()};

@@ -39,6 +39,9 @@ struct Record {
   Status status = Status::ok;
   std::string reason;
   std::optional<TimeStats> time;  // absent when not timed (skipped, unsupported, emulated, verify)
+  // gbytes_per_s() over the copy bandwidth of the device it ran on (the GPU's or the host's, from the
+  // run's calibration); absent when not timed or that bandwidth was not measured.
+  std::optional<double> bandwidth_fraction;
   double predicted_time_s = 0;
   MemoryStats memory;
   std::optional<VerifyResult> verify;

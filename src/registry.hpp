@@ -23,6 +23,10 @@ namespace faprobe {
 struct MachineRates {
   double gemm_gflops = 50.0;        // fp32 GEMM, all cores (faprobe calibrate measures it)
   double memory_gbytes_per_s = 8.0;  // streaming bandwidth, all cores
+  // The GPU's ceilings (gpu::measure_gpu_rates), measured by `faprobe calibrate` and by a timed run that
+  // includes a GPU implementation; 0: not measured, or no GPU.
+  double gpu_copy_gbytes_per_s = 0;  // device-to-device copy, read + write
+  double gpu_bf16_gemm_tflops = 0;   // cuBLAS bf16 GEMM, fp32 compute
 };
 
 // One implementation prepared for one case: inputs allocated and filled, output allocated.
@@ -49,6 +53,9 @@ class Implementation {
   virtual std::uint64_t predicted_bytes(const Case& c) const = 0;
   virtual double predicted_seconds(const Case& c, const MachineRates& rates) const = 0;
   virtual bool timed() const { return true; }  // emulated implementations are checked, never timed
+  // Whether its cases run on the GPU: its records are then read against the GPU's copy bandwidth, not the
+  // host's.
+  virtual bool runs_on_gpu() const { return false; }
   // GPU implementations run each case in a child process by default (--isolate), so that an error that
   // poisons the CUDA context (an illegal address) spoils only that case.
   virtual bool isolate_by_default() const { return false; }

@@ -276,6 +276,14 @@ Record run_isolated(const Implementation& impl, const Case& c, const MeasureSett
 
 }  // namespace
 
+std::optional<double> bandwidth_fraction(const Implementation& impl, const Record& record,
+                                         const MachineRates& rates) {
+  const double copy_gbytes_per_s = impl.runs_on_gpu() ? rates.gpu_copy_gbytes_per_s : rates.memory_gbytes_per_s;
+  const std::optional<double> gbytes_per_s = record.gbytes_per_s();
+  if (!impl.timed() || !gbytes_per_s || copy_gbytes_per_s <= 0) return std::nullopt;
+  return *gbytes_per_s / copy_gbytes_per_s;
+}
+
 double default_isolate_timeout(const MeasureSettings& measure) { return std::max(60.0, 4.0 * measure.max_time_s); }
 
 bool runs_isolated(const Implementation& impl, const RunOptions& options) {
@@ -423,6 +431,8 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
         progress.starting(position++, fmt::format("{} {}", name, c.label()));
         Record record = run_pair(impl, c, plan.measure, options);
         if (interrupted()) break;  // a case cut short is not recorded: --resume runs it again
+        // Here rather than in run_one, so that isolated children need not know the GPU's rates.
+        record.bandwidth_fraction = bandwidth_fraction(impl, record, options.rates);
         switch (record.status) {
           case Status::ok: break;
           case Status::mismatch: ++summary.failed_checks; break;

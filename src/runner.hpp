@@ -37,7 +37,7 @@ struct RunOptions {
   std::string json_path, csv_path, md_path;  // rewritten after every record ("" = none)
   bool resume = false;         // skip cases already in out_jsonl
   nlohmann::json metadata;     // for the --json header
-  MachineRates rates;          // for time predictions
+  MachineRates rates;          // for time predictions and each record's bandwidth_fraction
   std::uint64_t mem_limit = 0;  // bytes per case; 0: the implementation's default_memory_limit()
   // Isolation (see the top of this file).
   std::optional<bool> isolate;  // --isolate / --no-isolate; nullopt: each implementation's isolate_by_default()
@@ -78,6 +78,12 @@ Record run_pair(const Implementation& impl, const Case& c, const MeasureSettings
 // run_one and writes its record to `out` as one line, "faprobe-record <JSON>". Returns the exit status (2
 // for a job that does not parse).
 int run_isolated_child(const std::string& job, std::ostream& out);
+
+// The record's gbytes_per_s over the copy bandwidth of the device it ran on: the GPU's for implementations
+// that run there, the host's otherwise; nullopt when it was not timed (verify, emulated) or that bandwidth
+// is unknown (0). run_plan sets each record's bandwidth_fraction with it.
+std::optional<double> bandwidth_fraction(const Implementation& impl, const Record& record,
+                                         const MachineRates& rates);
 
 // --strict: throws UsageError naming the first (implementation, case) of the plan that is unsupported.
 void require_supported(const Plan& plan);

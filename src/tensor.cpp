@@ -1,6 +1,8 @@
 #include "tensor.hpp"
 
+#include <limits>
 #include <stdexcept>
+#include <utility>
 
 namespace faprobe {
 
@@ -41,13 +43,42 @@ void fill_input(HostTensor& tensor, std::uint64_t seed, TensorId id) {
   });
 }
 
+void fill_kv_input(HostTensor& tensor, const KvLayout& layout, std::uint64_t seed, TensorId id) {
+  if (!layout.paged()) {
+    fill_input(tensor, seed, id);
+    return;
+  }
+  const std::uint64_t key = tensor_key(seed, id);
+  const KvLayout::PageContents pages = layout.page_contents();
+  const std::int64_t width = tensor.row_stride();
+  dispatch_storage(tensor.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* out = tensor.data<T>();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t row = 0; row < layout.rows; ++row) {
+      const std::size_t page = std::size_t(row / layout.page_size);
+      const std::int64_t in_page = row % layout.page_size;
+      const std::int64_t source = pages.first_row[page] + in_page;
+      for (std::int64_t e = 0; e < width; ++e) {
+        out[row * width + e] = in_page >= pages.valid_rows[page]
+                                   ? static_cast<T>(std::numeric_limits<float>::quiet_NaN())
+                                   : static_cast<T>(input_value(key, std::uint64_t(source * width + e)));
+      }
+    }
+  });
+}
+
 AttentionInputs make_inputs(const Case& c) {
+  KvLayout layout = make_kv_layout(c);
+  // Equal lengths, contiguous: the (batch, seq_k) shape the prefill kernels index; otherwise storage rows.
+  const bool plain = !c.paged() && !c.varlen();
+  const std::int64_t kv_batch = plain ? c.batch : 1, kv_rows = plain ? c.seq_k : layout.rows;
   AttentionInputs inputs{HostTensor(c.dtype, c.batch, c.seq_q, c.heads, c.head_dim),
-                         HostTensor(c.dtype, c.batch, c.seq_k, c.kv_heads, c.head_dim),
-                         HostTensor(c.dtype, c.batch, c.seq_k, c.kv_heads, c.head_dim)};
+                         HostTensor(c.dtype, kv_batch, kv_rows, c.kv_heads, c.head_dim),
+                         HostTensor(c.dtype, kv_batch, kv_rows, c.kv_heads, c.head_dim), std::move(layout)};
   fill_input(inputs.q, c.seed, TensorId::q);
-  fill_input(inputs.k, c.seed, TensorId::k);
-  fill_input(inputs.v, c.seed, TensorId::v);
+  fill_kv_input(inputs.k, inputs.layout, c.seed, TensorId::k);
+  fill_kv_input(inputs.v, inputs.layout, c.seed, TensorId::v);
   return inputs;
 }
 

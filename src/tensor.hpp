@@ -7,6 +7,7 @@
 #include "case.hpp"
 #include "dtype.hpp"
 #include "inputs.hpp"
+#include "kv_layout.hpp"
 #include "memory.hpp"
 
 namespace faprobe {
@@ -41,12 +42,18 @@ class HostTensor {
   HostAllocation storage_;
 };
 
-// Allocates and fills Q, K, V of a case with the counter-based generator, rounded to the dtype.
+// Allocates and fills Q, K, V of a case with the counter-based generator, rounded to the dtype. K and V are
+// stored in the case's layout: (batch, seq_k, kv_heads, head_dim) for a contiguous equal-length case, else
+// (1, layout.rows, kv_heads, head_dim) rows that layout.storage_row(b, key) finds.
 struct AttentionInputs {
   HostTensor q, k, v;
+  KvLayout layout;
 };
 AttentionInputs make_inputs(const Case& c);
 HostTensor make_output(const Case& c);  // O, shaped like Q, uninitialised
+// Element i of the tensor = the generator's value i (a contiguous layout, where storage = logical order).
 void fill_input(HostTensor& tensor, std::uint64_t seed, TensorId id);
+// K or V in `layout`: each storage row holds its logical row's values, a page's padding rows NaN.
+void fill_kv_input(HostTensor& tensor, const KvLayout& layout, std::uint64_t seed, TensorId id);
 
 }  // namespace faprobe

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
 #include "errors.hpp"
 #include "range.hpp"
@@ -90,12 +91,13 @@ void write_json(const std::string& path, const nlohmann::json& metadata, const s
 std::vector<std::string> csv_header() {
   return {"impl",          "device",         "batch",           "heads",          "kv_heads",
           "seq_q",         "seq_k",          "head_dim",        "dtype",          "mask",
-          "mode",          "seed",           "status",          "reason",         "time_median_s",
+          "mode",          "seed",           "page_size",       "splits",         "seqlens",
+          "status",          "reason",         "time_median_s",
           "time_mean_s",   "time_min_s",     "time_max_s",      "time_q1_s",      "time_q3_s",
           "time_stddev_s", "samples",        "predicted_time_s", "flops",         "bytes",
-          "gflops_per_s",  "tflops_per_s",   "gbytes_per_s",    "peak_bytes",     "workspace_bytes",
-          "predicted_bytes", "max_abs_diff", "max_rel_diff",    "tolerance",      "rows_checked",
-          "heads_checked", "passed",         "details_json"};
+          "gflops_per_s",  "tflops_per_s",   "gbytes_per_s",    "bandwidth_fraction", "peak_bytes",
+          "workspace_bytes", "predicted_bytes", "max_abs_diff", "max_rel_diff", "tolerance",
+          "rows_checked",  "heads_checked",  "passed",          "details_json"};
 }
 
 std::vector<std::string> csv_row(const Record& r) {
@@ -115,6 +117,9 @@ std::vector<std::string> csv_row(const Record& r) {
           std::string(to_string(r.c.mask)),
           std::string(to_string(r.c.mode)),
           std::to_string(r.c.seed),
+          std::to_string(r.c.page_size),
+          std::to_string(r.c.splits),
+          fmt::format("{}", fmt::join(r.c.seqlens, " ")),  // space-separated: one CSV field; empty = equal lengths
           std::string(to_string(r.status)),
           r.reason,
           time_field(&TimeStats::median),
@@ -131,6 +136,7 @@ std::vector<std::string> csv_row(const Record& r) {
           optional_number(gflops),
           gflops ? number(*gflops * 1e-3) : std::string(),
           optional_number(r.gbytes_per_s()),
+          optional_number(r.bandwidth_fraction),
           std::to_string(r.memory.peak_bytes),
           std::to_string(r.memory.workspace_bytes),
           std::to_string(r.memory.predicted_bytes),
@@ -161,15 +167,17 @@ std::string format_seconds(double seconds) {
 }
 
 namespace {
-// The columns shared by the Markdown and terminal tables.
+// The columns shared by the Markdown and terminal tables; bandwidth_percent is the record's
+// bandwidth_fraction in percent ("BW %" on the terminal).
 struct TableCells {
-  std::string impl, case_label, status, median, gflops, peak, check;
+  std::string impl, case_label, status, median, gflops, bandwidth_percent, peak, check;
 };
 
 TableCells table_cells(const Record& r) {
-  TableCells cells{r.impl, r.c.label(), std::string(to_string(r.status)), "-", "-", "-", "-"};
+  TableCells cells{r.impl, r.c.label(), std::string(to_string(r.status)), "-", "-", "-", "-", "-"};
   if (r.time) cells.median = format_seconds(r.time->median);
   if (const auto gflops = r.gflops()) cells.gflops = fmt::format("{:.1f}", *gflops);
+  if (r.bandwidth_fraction) cells.bandwidth_percent = fmt::format("{:.1f}", *r.bandwidth_fraction * 100);
   if (r.memory.peak_bytes) cells.peak = format_bytes(double(r.memory.peak_bytes));
   if (r.verify) {
     cells.check = r.verify->passed ? fmt::format("pass {:.1e}", r.verify->max_abs_diff)
@@ -184,24 +192,26 @@ TableCells table_cells(const Record& r) {
 
 void write_markdown(const std::string& path, const std::vector<Record>& records) {
   std::string text =
-      "| implementation | case | status | median time | GFLOP/s | peak memory | check (max abs diff) |\n"
-      "|---|---|---|---:|---:|---:|---|\n";
+      "| implementation | case | status | median time | GFLOP/s | % of copy bandwidth | peak memory "
+      "| check (max abs diff) |\n"
+      "|---|---|---|---:|---:|---:|---:|---|\n";
   for (const Record& record : records) {
     const TableCells c = table_cells(record);
-    text += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", c.impl, c.case_label, c.status, c.median,
-                        c.gflops, c.peak, c.check);
+    text += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", c.impl, c.case_label, c.status, c.median,
+                        c.gflops, c.bandwidth_percent, c.peak, c.check);
   }
   write_text(path, text);
 }
 
 void TableWriter::write(const Record& record) {
-  constexpr const char* kRow = "{:<18} {:<34} {:<11} {:>11} {:>9} {:>10}  {}\n";
+  constexpr const char* kRow = "{:<18} {:<34} {:<11} {:>11} {:>9} {:>6} {:>10}  {}\n";
   if (!header_written_) {
-    fmt::print(out_, kRow, "impl", "case", "status", "median", "GFLOP/s", "peak mem", "check");
+    fmt::print(out_, kRow, "impl", "case", "status", "median", "GFLOP/s", "BW %", "peak mem", "check");
     header_written_ = true;
   }
   const TableCells c = table_cells(record);
-  fmt::print(out_, kRow, c.impl, c.case_label, c.status, c.median, c.gflops, c.peak, c.check);
+  fmt::print(out_, kRow, c.impl, c.case_label, c.status, c.median, c.gflops, c.bandwidth_percent, c.peak,
+             c.check);
   out_.flush();
 }
 

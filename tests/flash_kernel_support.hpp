@@ -1,5 +1,5 @@
 // Shared by the tests of the flash-style CUDA kernels under the emulator (test_emu_fa1.cpp,
-// test_emu_fa2.cpp): running a kernel on a case's inputs, naming cases, and the checks every such kernel
+// test_emu_fa2.cpp, test_emu_decode.cpp): running a kernel on a case's inputs, naming cases, and the checks every such kernel
 // must pass beyond the output checker: rows that see no key are exact zeros, and the LSE matches a host
 // computation in double.
 #pragma once
@@ -83,7 +83,7 @@ inline double worst_lse_error(const Case& c, const std::vector<float>& lse) {
     for (std::int64_t h = 0; h < c.heads; ++h) {
       for (std::int64_t row = 0; row < c.seq_q; ++row) {
         const float got = lse[static_cast<std::size_t>((b * c.heads + h) * c.seq_q + row)];
-        const std::int64_t keys = c.visible_keys(row);
+        const std::int64_t keys = c.visible_keys(b, row);
         if (keys == 0) {
           EXPECT_EQ(got, -std::numeric_limits<float>::infinity()) << "b" << b << " h" << h << " row " << row;
           continue;

@@ -45,6 +45,26 @@ TEST(Axes, ProductInSweepOrderWithDecodeAndGqa) {
   EXPECT_EQ(plan.impls, (std::vector<std::string>{"cpu.naive", "cpu.tiled"}));  // registry order
 }
 
+TEST(Axes, SeqlensSetOneCaseOfItsLengthsAndPageSizesSweep) {
+  SettingsSource source;
+  source.set("mode", "decode", "--mode");
+  source.set("seqlens", "1000,17,17,32k", "--seqlens");
+  source.set("page_size", "0,16..64", "--page-size");
+  source.set("impl", "cpu.decode-splitk", "--impl");
+  const Plan plan = make_plan(source);
+  ASSERT_EQ(plan.cases.size(), 4u);  // page sizes 0, 16, 32, 64
+  EXPECT_EQ(plan.cases[0].seqlens, (std::vector<std::int64_t>{1000, 17, 17, 32768})) << "repeats kept";
+  EXPECT_EQ(plan.cases[0].batch, 4);
+  EXPECT_EQ(plan.cases[0].seq_k, 32768);
+  EXPECT_EQ(plan.cases[3].page_size, 64);
+  source.set("batch", "2", "--batch");
+  EXPECT_NE(usage_error([&] { make_plan(source); }).find("--seqlens and --batch"), std::string::npos);
+  SettingsSource bad_page;
+  bad_page.set("mode", "decode", "--mode");
+  bad_page.set("page_size", "24", "--page-size");
+  EXPECT_NE(usage_error([&] { make_plan(bad_page); }).find("--page-size must be 0"), std::string::npos);
+}
+
 TEST(Axes, ConfigKeysAcceptNumbersArraysAndStringsAndFlagsOverride) {
   SettingsSource source;
   source.load_config_text(R"({"seq": [17, 129], "head-dim": 80, "dtype": "fp16,bf16", "mask": "causal",

@@ -94,13 +94,38 @@ TEST_F(Cli, SweepWritesEveryFormatWithTheSchemaFields) {
     EXPECT_GE(record["time_s"]["samples"].get<int>(), 2);
     EXPECT_GT(record["gflops"].get<double>(), 0.0);
     EXPECT_GT(record["memory"]["peak_bytes"].get<double>(), 0.0);
+    EXPECT_NEAR(record["bandwidth_fraction"].get<double>(),
+                record["gbytes_per_s"].get<double>() / document["rates"]["memory_gbytes_per_s"].get<double>(), 1e-9);
   }
+  EXPECT_FALSE(document["rates"].contains("gpu"));  // measured only for a plan that times a GPU implementation
   EXPECT_EQ(read_jsonl(path("r.jsonl").string()).size(), 4u);
   std::istringstream csv(read_file(path("r.csv")));
   int lines = 0;
   for (std::string line; std::getline(csv, line);) ++lines;
   EXPECT_EQ(lines, 5);
   EXPECT_NE(read_file(path("r.md")).find("| cpu.naive |"), std::string::npos);
+}
+
+TEST_F(Cli, CalibrateReportsTheHostAndTheGpuOrWhyThereIsNone) {
+  const Result json = faprobe("calibrate --json --time 0.1");
+  ASSERT_EQ(json.status, 0) << json.err;
+  const nlohmann::json document = nlohmann::json::parse(json.out);
+  EXPECT_GT(document["fp32_gemm_gflops"].get<double>(), 0.0);
+  EXPECT_GT(document["memory_gbytes_per_s"].get<double>(), 0.0);
+  ASSERT_TRUE(document.contains("gpu"));
+  const Result text = faprobe("calibrate --time 0.05");
+  ASSERT_EQ(text.status, 0) << text.err;
+  if (document["gpu"].is_null()) {  // this machine (or this build) has no GPU: say why, in both forms
+    const std::string reason = document["no_device_reason"].get<std::string>();
+    EXPECT_FALSE(reason.empty());
+    EXPECT_NE(text.out.find("no GPU: " + reason), std::string::npos) << text.out;
+  } else {
+    EXPECT_FALSE(document.contains("no_device_reason"));
+    EXPECT_GT(document["gpu"]["copy_gbytes_per_s"].get<double>(), 0.0);
+    EXPECT_GT(document["gpu"]["bf16_gemm_tflops"].get<double>(), 0.0);
+    EXPECT_NE(text.out.find(document["gpu"]["name"].get<std::string>() + " bf16 GEMM: "), std::string::npos)
+        << text.out;
+  }
 }
 
 // The part of `text` from `begin` up to `end` (both searched for; "" when `begin` is missing).

@@ -2,12 +2,14 @@
 // head_dim 8 to 256; bottom-right causal with seq_q < seq_k and seq_q > seq_k (early rows see no key and
 // must be zeros); GQA 8:1 and MQA; fp32, fp16, bf16; decode cases for every implementation. Also what each
 // implementation refuses, and its predicted peak memory against the measured one.
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -93,6 +95,33 @@ struct KernelCase {
 // What gtest prints for a failing parameter (instead of the bytes of the struct).
 void PrintTo(const KernelCase& param, std::ostream* out) { *out << param.impl << " on " << param.c.label(); }
 
+// Decode cases in the other K/V layouts: variable lengths (both decode implementations), a paged cache
+// (cpu.decode-splitk), and forced split counts, some leaving splits empty.
+Case with_layout(Case c, std::int64_t page_size, std::vector<std::int64_t> seqlens, std::int64_t splits = 0) {
+  if (!seqlens.empty()) {
+    c.batch = std::int64_t(seqlens.size());
+    c.seq_k = *std::max_element(seqlens.begin(), seqlens.end());
+    c.seqlens = std::move(seqlens);
+  }
+  c.page_size = page_size;
+  c.splits = splits;
+  c.validate();
+  return c;
+}
+
+std::vector<Case> varlen_cases() {
+  return {with_layout(decode_case(1, 4, 2, 1, 64, DType::fp32), 0, {1000, 17, 4097, 1}),
+          with_layout(decode_case(1, 8, 1, 1, 128, DType::bf16), 0, {5, 600, 5})};
+}
+
+std::vector<Case> paged_cases() {
+  return {with_layout(decode_case(2, 4, 2, 1000, 64, DType::fp32), 16, {}),
+          with_layout(decode_case(1, 4, 4, 3000, 128, DType::fp16), 256, {}),
+          with_layout(decode_case(1, 4, 2, 1, 64, DType::bf16), 64, {1000, 17, 4097, 1}),
+          with_layout(decode_case(1, 2, 2, 2000, 64, DType::fp32), 32, {}, 3),
+          with_layout(decode_case(1, 2, 2, 100, 64, DType::fp32), 0, {}, 40)};  // 40 splits of 100 keys
+}
+
 std::vector<KernelCase> kernel_cases() {
   std::vector<KernelCase> list;
   for (const Named& impl : all_implementations()) {
@@ -101,6 +130,12 @@ std::vector<KernelCase> kernel_cases() {
       for (const Case& c : prefill_cases()) list.push_back({impl.name, impl.make, c});
     }
     for (const Case& c : decode_cases()) list.push_back({impl.name, impl.make, c});
+    if (decode_only) {
+      for (const Case& c : varlen_cases()) list.push_back({impl.name, impl.make, c});
+    }
+    if (impl.name == "decode_splitk") {
+      for (const Case& c : paged_cases()) list.push_back({impl.name, impl.make, c});
+    }
   }
   return list;
 }
@@ -189,6 +224,20 @@ TEST(CpuKernelSupports, DecodeImplementationsNeedDecodeMode) {
     EXPECT_EQ(impl->supports(prefill), "") << impl->name();
     EXPECT_EQ(impl->supports(decode), "") << impl->name();
   }
+}
+
+TEST(CpuKernelSupports, LayoutsAreRefusedWithAReasonWhereNotTaken) {
+  const Case paged = with_layout(decode_case(1, 2, 2, 64, 32, DType::fp32), 16, {});
+  const Case varlen = with_layout(decode_case(1, 2, 2, 1, 32, DType::fp32), 0, {64, 3});
+  for (const auto& make : {cpu::make_naive, cpu::make_tiled, cpu::make_decode}) {
+    EXPECT_NE(make()->supports(paged).find("--page-size"), std::string::npos) << make()->name();
+  }
+  for (const auto& make : {cpu::make_naive, cpu::make_tiled}) {
+    EXPECT_NE(make()->supports(varlen).find("--seqlens"), std::string::npos) << make()->name();
+  }
+  EXPECT_EQ(cpu::make_decode()->supports(varlen), "");
+  EXPECT_EQ(cpu::make_decode_splitk()->supports(varlen), "");
+  EXPECT_EQ(cpu::make_decode_splitk()->supports(paged), "");
 }
 
 TEST(CpuKernelSupports, NoCpuImplementationTakesFp8) {

@@ -2,8 +2,9 @@
 // comes with a reason; without CUDA every operation throws "built without CUDA"; with CUDA the error
 // messages name the call, the error and file:line (no device needed for that). Where a GPU exists: pool
 // allocations raise the high-water mark and reset_peaks() brings it back, the workspace part is counted
-// separately, a copy round trip is exact, and time_on_stream times work that really ran on the stream.
-// Without a GPU those tests skip with the reason.
+// separately, a copy round trip is exact, time_on_stream times work that really ran on the stream, and
+// measure_gpu_rates gives plausible rates and frees what it allocated. Without a GPU those tests skip with
+// the reason.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -81,6 +82,7 @@ TEST(GpuRuntime, WithoutCudaEveryOperationSaysSo) {
   EXPECT_EQ(cuda_error_of([] { (void)gpu::stream(); }), "built without CUDA");
   EXPECT_EQ(cuda_error_of([] { gpu::reset_peaks(); }), "built without CUDA");
   EXPECT_EQ(cuda_error_of([] { (void)gpu::time_on_stream([] {}, true); }), "built without CUDA");
+  EXPECT_EQ(cuda_error_of([] { (void)gpu::measure_gpu_rates(0.1); }), "built without CUDA");
 }
 
 #else
@@ -190,6 +192,27 @@ TEST_F(GpuRuntimeOnDevice, CublasHandleWorkspaceAndMemoryLimit) {
   const std::uint64_t limit = gpu::default_memory_limit();
   EXPECT_GT(limit, 0u);
   EXPECT_LT(limit, gpu::devices().front().memory_total_bytes);
+}
+
+TEST_F(GpuRuntimeOnDevice, RatesArePlausibleAndLeaveNoMemoryBehind) {
+  (void)gpu::cublas_handle();  // created before the free-memory reading: the handle stays, by design
+  gpu::reset_peaks();
+  const std::uint64_t pool_peak_before = gpu::counters().peak_bytes;
+  std::size_t free_before = 0, free_after = 0, total = 0;
+  FAPROBE_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+  const gpu::GpuRates rates = gpu::measure_gpu_rates(0.3);
+  FAPROBE_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  const gpu::DeviceInfo& device = gpu::devices().front();
+  EXPECT_GE(rates.copy_bytes, std::max<std::uint64_t>(std::uint64_t(1) << 30, 4 * device.l2_bytes));
+  // Above what a working GPU of the last decade falls below, and below what none reaches yet.
+  EXPECT_GT(rates.copy_gbytes_per_s, 50.0);
+  EXPECT_LT(rates.copy_gbytes_per_s, 30000.0);
+  EXPECT_GT(rates.bf16_gemm_tflops, 5.0);
+  EXPECT_LT(rates.bf16_gemm_tflops, 10000.0);
+  // Its buffers were outside the pool and are freed: the pool's mark did not move, and the device memory
+  // is back but for cuBLAS's kernels, loaded on first use.
+  EXPECT_EQ(gpu::counters().peak_bytes, pool_peak_before);
+  EXPECT_GE(free_after + 256 * kMiB, free_before) << "free before " << free_before << ", after " << free_after;
 }
 
 TEST_F(GpuRuntimeOnDevice, AFailedCallThrowsWithItsName) {

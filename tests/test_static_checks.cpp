@@ -12,7 +12,7 @@
 //
 // uses_instruction() asserts that an instruction occurs in the SASS of the kernels whose name matches a
 // pattern, and fails when no kernel matches (it never passes vacuously): the instruction probes
-// (kernels/cuda/probes/) use HMMA (mma.sync) and LDSM (ldmatrix), and the fa1 and fa2 kernels HMMA.
+// (kernels/cuda/probes/) use HMMA (mma.sync) and LDSM (ldmatrix), and the fa1, fa2 and decode kernels HMMA.
 //
 // The planted defects (static_checks_planted.cu: local memory, register spills, no tensor cores) show
 // that each check can fail.
@@ -401,6 +401,8 @@ TEST_F(StaticChecks, FlashKernelsUseTensorCores) {
   EXPECT_TRUE(uses_instruction(kernels_library(), "HMMA", "fa1"));
   EXPECT_TRUE(uses_instruction(kernels_library(), "HMMA", "fa2"));
   EXPECT_TRUE(uses_instruction(kernels_library(), "LDSM", "fa2")) << "ldmatrix for Q, K and V fragments";
+  EXPECT_TRUE(uses_instruction(kernels_library(), "HMMA", "decode_(fp16|bf16)_hdim")) << "the decode attention kernels";
+  EXPECT_TRUE(uses_instruction(kernels_library(), "LDSM", "decode_(fp16|bf16)_hdim")) << "ldmatrix for the decode tiles";
 }
 
 // --- The checks can fail ---

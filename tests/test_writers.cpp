@@ -19,6 +19,7 @@ std::vector<Record> sample_records() {
   timed.c.seq_q = timed.c.seq_k = 4096;
   timed.c.mask = Mask::causal;
   timed.time = TimeStats{0.25, 0.26, 0.24, 0.3, 0.245, 0.27, 0.01, 12};
+  timed.bandwidth_fraction = 0.4375;
   timed.memory = {123456789, 4096, 120000000};
   timed.verify = VerifyResult{1.5e-7, 2e-6, 3e-6, 256, 4, true, ""};
   timed.details = {{"block_q", 64}, {"note", "a, \"quoted\" value"}};
@@ -49,6 +50,9 @@ TEST(Writers, JsonlRoundTripIsExact) {
   EXPECT_EQ(nlohmann::json(back[1]), nlohmann::json(sample_records()[1]));
   EXPECT_NEAR(*back[0].gflops(), back[0].c.flops() / 0.25 * 1e-9, 1e-9);
   EXPECT_FALSE(back[1].gflops().has_value());
+  ASSERT_TRUE(back[0].bandwidth_fraction.has_value());
+  EXPECT_EQ(*back[0].bandwidth_fraction, 0.4375);
+  EXPECT_FALSE(back[1].bandwidth_fraction.has_value());
 
   std::ofstream(path, std::ios::app) << "{\"impl\": \"cut short";  // a kill mid-line is tolerated ...
   EXPECT_EQ(read_jsonl(path).size(), 2u);
@@ -66,10 +70,12 @@ TEST(Writers, JsonDocumentHasTheSchemaAndMetadata) {
   EXPECT_EQ(document["host"]["cores"], 2);
   ASSERT_EQ(document["records"].size(), 2u);
   for (const char* field : {"impl", "device", "case", "status", "reason", "time_s", "flops", "bytes", "tflops",
-                            "gbytes_per_s", "memory", "verify", "details"}) {
+                            "gbytes_per_s", "bandwidth_fraction", "memory", "verify", "details"}) {
     EXPECT_TRUE(document["records"][0].contains(field)) << field;
   }
+  EXPECT_EQ(document["records"][0]["bandwidth_fraction"], 0.4375);
   EXPECT_EQ(document["records"][1]["time_s"], nullptr);
+  EXPECT_EQ(document["records"][1]["bandwidth_fraction"], nullptr);
   std::filesystem::remove(path);
 }
 
@@ -111,6 +117,8 @@ TEST(Writers, CsvCarriesTheSameValuesWithUnitsInHeaders) {
   EXPECT_EQ(column(row, "impl"), "cpu.tiled");
   EXPECT_DOUBLE_EQ(std::stod(column(row, "time_median_s")), 0.25);
   EXPECT_EQ(column(row, "peak_bytes"), "123456789");
+  EXPECT_DOUBLE_EQ(std::stod(column(row, "bandwidth_fraction")), 0.4375);
+  EXPECT_EQ(column(split_csv(second), "bandwidth_fraction"), "");
   EXPECT_EQ(column(row, "passed"), "true");
   EXPECT_EQ(nlohmann::json::parse(column(row, "details_json"))["note"], "a, \"quoted\" value");
   EXPECT_EQ(column(split_csv(second), "reason"), "needs 137.4 GB, limit 21.6 GB");
@@ -123,6 +131,7 @@ TEST(Writers, MarkdownAndTableShowEveryRecord) {
   TableWriter writer(table);
   for (const Record& record : sample_records()) writer.write(record);
   EXPECT_NE(table.str().find("250.000 ms"), std::string::npos);
+  EXPECT_NE(table.str().find(" 43.8 "), std::string::npos) << table.str();  // bandwidth_fraction in percent
   EXPECT_NE(table.str().find("needs 137.4 GB"), std::string::npos);
   const std::string path = temp_path("records.md");
   write_markdown(path, sample_records());
@@ -130,6 +139,7 @@ TEST(Writers, MarkdownAndTableShowEveryRecord) {
   std::stringstream text;
   text << file.rdbuf();
   EXPECT_NE(text.str().find("| cpu.naive | b1 h8 s65536 d64 fp32 | skipped |"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("| 43.8 |"), std::string::npos) << text.str();
   std::filesystem::remove(path);
 }
 

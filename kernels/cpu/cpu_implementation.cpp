@@ -12,7 +12,7 @@ class CpuPreparedCase final : public PreparedCase {
 
   double timed_run() override {
     const auto start = std::chrono::steady_clock::now();
-    impl_.forward({case_, inputs_.q, inputs_.k, inputs_.v, output_}, details_);
+    impl_.forward({case_, inputs_.q, inputs_.k, inputs_.v, output_, inputs_.layout}, details_);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   const HostTensor& output() override { return output_; }
@@ -31,7 +31,7 @@ class CpuPreparedCase final : public PreparedCase {
 
 std::string CpuImplementation::supports(const Case& c) const {
   if (c.dtype == DType::fp8_e4m3) return "fp8_e4m3 has no CPU storage (CPU implementations take fp32, fp16, bf16)";
-  return "";
+  return kv_layout_support(c, kv_layouts());
 }
 
 std::unique_ptr<PreparedCase> CpuImplementation::prepare(const Case& c) const {

@@ -9,19 +9,24 @@
 
 namespace faprobe::cpu {
 
-// Query/key/value/output of one forward call, with the case they belong to.
+// Query/key/value/output of one forward call, with the case they belong to. K and V are stored as
+// `layout` says: key `key` of batch entry b is storage row layout.storage_row(b, key) (row r of head h at
+// element (r · kv_heads + h) · head_dim); for a contiguous equal-length case that is k.offset(b, key, h).
 struct ForwardArgs {
   const Case& c;
   const HostTensor& q;
   const HostTensor& k;
   const HostTensor& v;
   HostTensor& o;
+  const KvLayout& layout;
 };
 
 class CpuImplementation : public Implementation {
  public:
   std::string device() const override { return "cpu"; }
-  std::string supports(const Case& c) const override;  // the CPU dtypes; subclasses add their limits
+  std::string supports(const Case& c) const override;  // the CPU dtypes and K/V layouts; subclasses add limits
+  // The K/V layouts forward() takes beyond contiguous equal lengths (ForwardArgs::layout finds the rows).
+  virtual KvLayouts kv_layouts() const { return {}; }
   // Fills args.o; may record what it chose (block sizes, splits, threads) into details.
   virtual void forward(const ForwardArgs& args, nlohmann::json& details) const = 0;
   std::unique_ptr<PreparedCase> prepare(const Case& c) const override;

@@ -51,7 +51,6 @@ DecodePlan plan_decode(const Case& c) { return {cpu_threads(), c.dtype != DType:
 template <class T> void decode_forward(const ForwardArgs& args, const DecodePlan& plan) {
   const Case& c = args.c;
   const std::int64_t head_dim = c.head_dim;
-  const std::int64_t key_end = c.visible_keys(0);  // seq_q = 1: every key, causal or not
   const std::int64_t per_thread = plan.per_thread_floats(head_dim);
   const Workspace<float> workspace(std::size_t(plan.threads * per_thread));
   const std::int64_t heads_total = c.batch * c.heads;
@@ -59,6 +58,9 @@ template <class T> void decode_forward(const ForwardArgs& args, const DecodePlan
 #pragma omp parallel for schedule(dynamic) num_threads(int(plan.threads))
   for (std::int64_t bh = 0; bh < heads_total; ++bh) {
     const std::int64_t b = bh / c.heads, head = bh % c.heads, kv_head = c.kv_head_of(head);
+    const std::int64_t key_end = c.visible_keys(b, 0);  // seq_q = 1: every key of the entry, causal or not
+    // The entry's keys are consecutive storage rows (contiguous layout, equal or variable lengths).
+    const std::int64_t first_row = args.layout.storage_row(b, 0);
     float* buffer = workspace.data() + omp_get_thread_num() * per_thread;
     RowVectorMap q(buffer, Eigen::Index(head_dim));
     RowVectorMap acc(buffer + cache_line_floats(head_dim), Eigen::Index(head_dim));
@@ -75,18 +77,18 @@ template <class T> void decode_forward(const ForwardArgs& args, const DecodePlan
       Eigen::Map<Eigen::VectorXf> scores(scores_data, Eigen::Index(count));
       // s = K·q (the scale is in q)
       if constexpr (std::is_same_v<T, float>) {
-        scores.noalias() = head_rows<float>(args.k, b, k0, count, kv_head) * q.transpose();
+        scores.noalias() = head_rows<float>(args.k, 0, first_row + k0, count, kv_head) * q.transpose();
       } else {
-        load_rows<T>(args.k, b, k0, count, kv_head, k_data);
+        load_rows<T>(args.k, 0, first_row + k0, count, kv_head, k_data);
         scores.noalias() = matrix_at(k_data, count, head_dim) * q.transpose();
       }
       // online softmax, then acc = alpha·acc + p·V
       const float alpha = state.absorb(scores_data, count);
       if (alpha != 1.0f) acc *= alpha;
       if constexpr (std::is_same_v<T, float>) {
-        acc.noalias() += scores.transpose() * head_rows<float>(args.v, b, k0, count, kv_head);
+        acc.noalias() += scores.transpose() * head_rows<float>(args.v, 0, first_row + k0, count, kv_head);
       } else {
-        load_rows<T>(args.v, b, k0, count, kv_head, v_data);
+        load_rows<T>(args.v, 0, first_row + k0, count, kv_head, v_data);
         acc.noalias() += scores.transpose() * matrix_at(v_data, count, head_dim);
       }
     }
@@ -103,6 +105,9 @@ class Decode final : public CpuImplementation {
     if (c.mode != Mode::decode || c.seq_q != 1) return "decode implementations need --mode decode (seq_q = 1)";
     return "";
   }
+  // Variable lengths, packed: an entry's keys stay consecutive rows. Not paged: a chunk of kChunk keys
+  // would cross pages (cpu.decode-splitk takes paged caches).
+  KvLayouts kv_layouts() const override { return {/*paged=*/false, /*varlen=*/true}; }
 
   std::uint64_t predicted_bytes(const Case& c) const override {
     return io_tensor_bytes(c) + plan_decode(c).workspace_bytes(c.head_dim);

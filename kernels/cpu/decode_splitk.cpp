@@ -18,6 +18,11 @@
 // below the thread count the key split also supplies the parallelism a per-(batch, head) walk lacks. The
 // step of 16 keys measured the same as 8, 32 and 64.
 //
+// Paged KV and variable lengths: a key row is found through the case's layout (src/kv_layout.hpp), one
+// block-table lookup per row of kv_heads·head_dim values; a page of 16 keys is still 16 contiguous rows
+// (256 KiB at the shape below), so the streams stay long. Every entry is cut into the same number of ranges
+// of the longest entry's chunk; ranges past a shorter entry's end are empty and merge as nothing.
+//
 // Napkin math (batch 1, heads 32, head_dim 128, seq_k 32768, fp32, 2 threads → 8 splits of 4096 keys):
 //   FLOPs      4·b·h·seq_k·d = 537 MFLOP (~1 FLOP per byte).
 //   Bytes      K and V once, streamed: 1.07 GB; partials b·splits·heads·(d + 2)·4 = 133 KiB written and read.
@@ -40,6 +45,7 @@ namespace {
 
 constexpr std::int64_t kStep = 16;        // keys whose scores are computed before one softmax update
 constexpr std::int64_t kMinChunk = 512;   // shortest key range worth a split (partials stay negligible)
+constexpr std::int64_t kPrefetchBytes = 1024;  // of a page's first row, one step before a paged walk jumps to it
 constexpr std::int64_t kItemsPerThread = 4;  // splits·batch ≥ this × threads, for dynamic load balance
 
 struct SplitPlan {
@@ -59,16 +65,20 @@ struct SplitPlan {
   }
 };
 
+// The heuristic, unless the case forces a split count (--splits N: exactly N ranges, the last ones empty
+// when N·kStep exceeds the keys). With variable lengths every entry is cut into the same number of ranges of
+// the longest entry's chunk; a shorter entry's ranges past its end are empty.
 SplitPlan plan_splits(const Case& c) {
   SplitPlan plan;
   plan.threads = cpu_threads();
   plan.convert_kv = c.dtype != DType::fp32;
-  const std::int64_t keys = std::max<std::int64_t>(c.visible_keys(0), 1);
+  const std::int64_t keys = std::max<std::int64_t>(c.seq_k, 1);  // the longest entry (seq_q = 1: all visible)
   const std::int64_t wanted = (kItemsPerThread * plan.threads + c.batch - 1) / c.batch;
   const std::int64_t most = (keys + kMinChunk - 1) / kMinChunk;
-  const std::int64_t splits = std::clamp<std::int64_t>(wanted, 1, most);
+  const std::int64_t splits = c.splits > 0 ? c.splits : std::clamp<std::int64_t>(wanted, 1, most);
   plan.chunk = ((keys + splits - 1) / splits + kStep - 1) / kStep * kStep;
-  plan.splits = (keys + plan.chunk - 1) / plan.chunk;  // no empty range after rounding the chunk up
+  // No empty range after rounding the chunk up, unless the split count was forced.
+  plan.splits = c.splits > 0 ? c.splits : (keys + plan.chunk - 1) / plan.chunk;
   return plan;
 }
 
@@ -93,9 +103,10 @@ void attend_key_range(const ForwardArgs& args, std::int64_t b, std::int64_t k_be
   acc.setZero();
   for (std::int64_t h = 0; h < c.heads; ++h) states[h] = OnlineSoftmax{};
 
-  // Row `key` of K or V (all KV heads, contiguous) as fp32: in place, or converted into `converted`.
+  // Row `key` of K or V (all KV heads, contiguous) as fp32: in place, or converted into `converted`. The
+  // layout finds the row: a paged cache costs one block-table lookup per key row (kv_width elements).
   auto key_row = [&](const HostTensor& t, std::int64_t key, float* converted) -> const float* {
-    const T* row = t.template data<T>() + t.offset(b, key, 0);
+    const T* row = t.template data<T>() + args.layout.storage_row(b, key) * kv_width;
     if constexpr (std::is_same_v<T, float>) {
       return row;
     } else {
@@ -104,8 +115,17 @@ void attend_key_range(const ForwardArgs& args, std::int64_t b, std::int64_t k_be
     }
   };
 
+  const std::int64_t page_size = args.layout.page_size;
   for (std::int64_t k0 = k_begin; k0 < k_end; k0 += kStep) {
     const std::int64_t count = std::min(kStep, k_end - k0);
+    // A paged cache jumps to another page every page_size keys, where the hardware prefetchers lose the
+    // stream; touching the head of the next step's page now lets them start early (kPrefetchBytes).
+    if (page_size > 0 && k0 + kStep < k_end && (k0 + kStep) % page_size < kStep) {
+      for (const HostTensor* t : {&args.k, &args.v}) {
+        const char* next = reinterpret_cast<const char*>(t->template data<T>() + args.layout.storage_row(b, k0 + kStep) * kv_width);
+        for (std::int64_t byte = 0; byte < kPrefetchBytes; byte += 64) __builtin_prefetch(next + byte);
+      }
+    }
     // s[h][j] = q_h · K[k0 + j, kv_head(h)], walking the K rows in memory order
     for (std::int64_t j = 0; j < count; ++j) {
       const float* k_row = key_row(args.k, k0 + j, k_row_data);
@@ -133,7 +153,6 @@ void attend_key_range(const ForwardArgs& args, std::int64_t b, std::int64_t k_be
 template <class T, PlantedDefect Defect> void splitk_forward(const ForwardArgs& args, const SplitPlan& plan) {
   const Case& c = args.c;
   const std::int64_t head_dim = c.head_dim;
-  const std::int64_t key_end = c.visible_keys(0);  // seq_q = 1: every key, causal or not
   const std::int64_t per_thread = plan.per_thread_floats(c);
   const Workspace<float> workspace(std::size_t(plan.threads * per_thread));
   const Workspace<float> partial_acc(std::size_t(plan.partial_rows(c) * head_dim));
@@ -144,6 +163,7 @@ template <class T, PlantedDefect Defect> void splitk_forward(const ForwardArgs& 
 #pragma omp parallel for schedule(dynamic) num_threads(int(plan.threads))
   for (std::int64_t item = 0; item < items; ++item) {
     const std::int64_t b = item / plan.splits, split = item % plan.splits;
+    const std::int64_t key_end = c.visible_keys(b, 0);  // seq_q = 1: every key of the entry, causal or not
     const std::int64_t k_begin = std::min(split * plan.chunk, key_end);
     const std::int64_t k_end = std::min(k_begin + plan.chunk, key_end);
     attend_key_range<T>(args, b, k_begin, k_end, workspace.data() + omp_get_thread_num() * per_thread,
@@ -186,6 +206,7 @@ template <PlantedDefect Defect> class DecodeSplitK final : public CpuImplementat
     if (c.mode != Mode::decode || c.seq_q != 1) return "decode implementations need --mode decode (seq_q = 1)";
     return "";
   }
+  KvLayouts kv_layouts() const override { return {/*paged=*/true, /*varlen=*/true}; }
 
   std::uint64_t predicted_bytes(const Case& c) const override {
     return io_tensor_bytes(c) + plan_splits(c).workspace_bytes(c);
@@ -202,6 +223,7 @@ template <PlantedDefect Defect> class DecodeSplitK final : public CpuImplementat
     details["chunk"] = plan.chunk;
     details["step"] = kStep;
     details["threads"] = plan.threads;
+    if (args.c.paged()) details["page_size"] = args.c.page_size;
     dispatch_storage(args.c.dtype, [&](auto tag) { splitk_forward<decltype(tag), Defect>(args, plan); });
   }
 };

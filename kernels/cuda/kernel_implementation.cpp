@@ -44,13 +44,17 @@ class KernelPreparedCase final : public PreparedCase {
     if (target() == Target::gpu) gpu::reset_peaks();
     launch_.target = target();
     launch_.stream = target() == Target::gpu ? gpu::stream() : nullptr;
+    tensors_.layout = make_kv_layout(c);
+    const std::int64_t kv_storage = tensors_.layout.rows * c.kv_heads * c.head_dim;  // with a page pool's padding
     tensors_.q = KernelBuffer(target(), bytes_of(c.dtype, c.q_elements()), AllocKind::tensor);
-    tensors_.k = KernelBuffer(target(), bytes_of(c.dtype, c.kv_elements()), AllocKind::tensor);
-    tensors_.v = KernelBuffer(target(), bytes_of(c.dtype, c.kv_elements()), AllocKind::tensor);
+    tensors_.k = KernelBuffer(target(), bytes_of(c.dtype, kv_storage), AllocKind::tensor);
+    tensors_.v = KernelBuffer(target(), bytes_of(c.dtype, kv_storage), AllocKind::tensor);
     tensors_.o = KernelBuffer(target(), bytes_of(c.dtype, c.q_elements()), AllocKind::tensor);
+    tensors_.seq_starts = copy_ints(tensors_.layout.seq_starts);
+    tensors_.block_table = copy_ints(tensors_.layout.block_table);
     fill_input(launch_, tensors_.q.data(), c.dtype, std::size_t(c.q_elements()), tensor_key(c.seed, TensorId::q));
-    fill_input(launch_, tensors_.k.data(), c.dtype, std::size_t(c.kv_elements()), tensor_key(c.seed, TensorId::k));
-    fill_input(launch_, tensors_.v.data(), c.dtype, std::size_t(c.kv_elements()), tensor_key(c.seed, TensorId::v));
+    fill_kv(tensors_.k, TensorId::k);
+    fill_kv(tensors_.v, TensorId::v);
     run_ = impl_.make_run(c, tensors_);
     if (target() == Target::gpu) gpu::synchronize();
   }
@@ -66,6 +70,39 @@ class KernelPreparedCase final : public PreparedCase {
     }
     const gpu::NvtxRange range(fmt::format("{} {}", impl_.name(), case_.label()));
     return gpu::time_on_stream([this] { run_->forward(launch_); }, flush_l2_);
+  }
+
+  // The layout's int32 arrays on the target (counted as tensors: they are inputs of the case).
+  KernelBuffer copy_ints(const std::vector<std::int32_t>& values) {
+    KernelBuffer buffer(target(), values.size() * sizeof(std::int32_t), AllocKind::tensor);
+    if (values.empty()) return buffer;
+    if (target() == Target::gpu) {
+      gpu::copy_to_device(buffer.data(), values.data(), buffer.bytes());
+    } else {
+      std::memcpy(buffer.data(), values.data(), buffer.bytes());
+    }
+    return buffer;
+  }
+
+  // K or V on the target: the generator in logical order for a contiguous layout; for a page pool, each
+  // page's logical rows (and NaN padding) from what the page holds, an int32 pair per page (freed after).
+  void fill_kv(KernelBuffer& tensor, TensorId id) {
+    const std::uint64_t key = tensor_key(case_.seed, id);
+    const std::size_t row_width = std::size_t(case_.kv_heads * case_.head_dim);
+    if (!tensors_.layout.paged()) {
+      fill_input(launch_, tensor.data(), case_.dtype, std::size_t(tensors_.layout.rows) * row_width, key);
+      return;
+    }
+    const KvLayout::PageContents contents = tensors_.layout.page_contents();
+    const KernelBuffer first_row = copy_ints(contents.first_row), valid_rows = copy_ints(contents.valid_rows);
+    PagedFill paged;
+    paged.pages = contents.first_row.size();
+    paged.row_width = row_width;
+    paged.page_size = int(tensors_.layout.page_size);
+    paged.page_first_row = first_row.as<const std::int32_t>();
+    paged.page_valid_rows = valid_rows.as<const std::int32_t>();
+    fill_paged_input(launch_, tensor.data(), case_.dtype, key, paged);
+    if (target() == Target::gpu) gpu::synchronize();  // the page arrays are freed on return
   }
 
   const HostTensor& output() override {
@@ -141,6 +178,7 @@ std::string KernelImplementation::supports(const Case& c) const {
                          device.compute_capability());
     }
   }
+  if (std::string reason = kv_layout_support(c, kv_layouts()); !reason.empty()) return reason;
   return kernel_supports(c);
 }
 
@@ -149,11 +187,25 @@ std::unique_ptr<PreparedCase> KernelImplementation::prepare(const Case& c) const
 }
 
 AttentionArgs KernelImplementation::attention_args(const Case& c, const KernelTensors& tensors) {
-  return cuda::attention_args(c, tensors.q.data(), tensors.k.data(), tensors.v.data(), tensors.o.data());
+  AttentionArgs args = cuda::attention_args(c, tensors.q.data(), tensors.k.data(), tensors.v.data(), tensors.o.data());
+  const KvLayout& layout = tensors.layout;
+  args.kv_rows = layout.rows;
+  args.seq_starts = tensors.seq_starts.as<const std::int32_t>();
+  if (layout.paged()) {
+    args.block_table = tensors.block_table.as<const std::int32_t>();
+    args.page_size = layout.page_size;
+    args.pages_per_seq = layout.pages_per_seq;
+  }
+  return args;
 }
 
 std::uint64_t KernelImplementation::tensor_bytes(const Case& c) {
-  return dtype_bytes(c.dtype) * std::uint64_t(2 * c.q_elements() + 2 * c.kv_elements());
+  if (!c.paged() && !c.varlen()) return dtype_bytes(c.dtype) * std::uint64_t(2 * c.q_elements() + 2 * c.kv_elements());
+  // K and V as stored (a page pool's padding included), plus the layout's int32 offsets and block table.
+  const KvLayout layout = make_kv_layout(c);
+  const std::uint64_t kv_storage = std::uint64_t(layout.rows * c.kv_heads * c.head_dim);
+  return dtype_bytes(c.dtype) * (2 * std::uint64_t(c.q_elements()) + 2 * kv_storage) +
+         sizeof(std::int32_t) * (layout.seq_starts.size() + layout.block_table.size());
 }
 
 }  // namespace faprobe::cuda

@@ -15,6 +15,7 @@
 
 #include "cuda/launchers.hpp"
 #include "cuda/runtime/gpu.hpp"
+#include "kv_layout.hpp"
 #include "memory.hpp"
 #include "registry.hpp"
 
@@ -38,9 +39,12 @@ class KernelBuffer {
   std::size_t bytes_ = 0;
 };
 
-// Q, K, V (filled) and O of one case on the target, in the case's dtype and layout.
+// Q, K, V (filled) and O of one case on the target, in the case's dtype and layout; K and V in the case's
+// K/V layout (layout.rows rows), with the layout's offsets and block table copied to the target.
 struct KernelTensors {
   KernelBuffer q, k, v, o;
+  KvLayout layout;                      // on the host
+  KernelBuffer seq_starts, block_table;  // the layout's arrays on the target (int32)
 };
 
 // One forward call of a kernel implementation for one case, with the workspaces it allocated.
@@ -58,20 +62,23 @@ class KernelImplementation : public Implementation {
   std::string name() const final;    // "cuda.<kernel>" or "emu.<kernel>"
   std::string device() const final;  // the GPU's name (or "cuda (no device)"), or "emulated sm_90a"
   bool timed() const final { return target_ == Target::gpu; }
+  bool runs_on_gpu() const final { return target_ == Target::gpu; }
   bool isolate_by_default() const final { return target_ == Target::gpu; }
   std::uint64_t default_memory_limit() const final;
-  std::string supports(const Case& c) const final;  // a GPU present (for cuda.*), then kernel_supports
+  std::string supports(const Case& c) const final;  // a GPU present (for cuda.*), the K/V layout, kernel_supports
   std::unique_ptr<PreparedCase> prepare(const Case& c) const final;
 
   Target target() const { return target_; }
   // The workspaces and launches of one forward call of case c over its tensors (allocated by the shell).
   virtual std::unique_ptr<KernelRun> make_run(const Case& c, KernelTensors& tensors) const = 0;
-  // The AttentionArgs of a case over its tensors (no LSE, no workspace).
+  // The AttentionArgs of a case over its tensors, K/V layout included (no LSE, no workspace).
   static AttentionArgs attention_args(const Case& c, const KernelTensors& tensors);
 
  protected:
   virtual std::string kernel_name() const = 0;                   // "naive", "fa1"
   virtual std::string kernel_supports(const Case& c) const = 0;  // "" or the reason
+  // The K/V layouts the kernel takes beyond contiguous equal lengths.
+  virtual KvLayouts kv_layouts() const { return {}; }
   // Bytes of Q, K, V and O in the case's dtype: the part of predicted_bytes every kernel shares.
   static std::uint64_t tensor_bytes(const Case& c);
 

@@ -31,6 +31,13 @@ struct AttentionArgs {
   std::int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 64;
   bool causal = false;
   float scale = 0.125f;  // 1/sqrt(head_dim)
+  // Where K and V rows live (DESIGN.md's KV layouts; src/kv_layout.hpp). The prefill kernels take the
+  // default, contiguous (batch, seq_k) tensors; the decode kernels take any layout.
+  std::int64_t kv_rows = 0;                   // rows of the K and V storage; 0: batch · seq_k
+  const std::int32_t* seq_starts = nullptr;   // batch + 1 logical row offsets (cu_seqlens); seq_k is the longest
+  const std::int32_t* block_table = nullptr;  // paged: (batch, pages_per_seq) pool pages; null: contiguous
+  std::int64_t page_size = 0, pages_per_seq = 0;
+  std::int64_t splits = 1;                    // decode: CTAs sharing one entry's keys (1: no split)
 };
 
 // Where a kernel runs: the target and, for the GPU, the cudaStream_t (as void*, null = default stream).
@@ -42,6 +49,16 @@ struct Launch {
 // --- Device input generator (cuda/common/fill_inputs.cuh): writes count elements of dtype, element i
 // being round_to(dtype, input_value(key, i)) (src/inputs.hpp), bit-identical to the host's make_inputs.
 void fill_input(const Launch& launch, void* data, DType dtype, std::size_t count, std::uint64_t key);
+// A paged K or V pool (fill_paged_values in fill_inputs.cuh): pages · page_size rows of row_width
+// elements; row r of page p is logical row page_first_row[p] + r when r < page_valid_rows[p], else NaN.
+// The two arrays (pages entries each) live on the target.
+struct PagedFill {
+  std::size_t pages = 0, row_width = 0;
+  int page_size = 0;
+  const std::int32_t* page_first_row = nullptr;
+  const std::int32_t* page_valid_rows = nullptr;
+};
+void fill_paged_input(const Launch& launch, void* data, DType dtype, std::uint64_t key, const PagedFill& paged);
 
 // --- cuda.naive's softmax (cuda/naive/softmax.cuh): reads the fp32 scores S (batch·heads rows of seq_q x
 // seq_k, contiguous), writes P = softmax(scale · S) with the bottom-right causal mask applied by index (no
@@ -74,5 +91,20 @@ std::string fa2_supports(DType dtype, std::int64_t head_dim);  // "" or the reas
 KernelShape fa2_shape(DType dtype, std::int64_t head_dim);
 // No workspace: args.workspace is ignored. Throws std::invalid_argument on what the kernel cannot run.
 void fa2_forward(const Launch& launch, const AttentionArgs& args);
+
+// --- cuda.decode and cuda.decode-splitk (cuda/decode/): decode attention (seq_q = 1) over any K/V layout;
+// with args.splits > 1 the keys of each entry are split over that many CTAs and a combine kernel merges them.
+std::string decode_supports(DType dtype, std::int64_t head_dim);  // "" or the reason, as fa1_supports
+// block_q is the query heads one CTA takes (a GQA group, at most 16), block_k a warp's key block.
+KernelShape decode_shape(DType dtype, std::int64_t head_dim);
+// CTAs of the attention kernel resident per SM, for the split heuristic: the CUDA occupancy calculator on
+// the GPU; under the emulator the estimate for the device it stands for (an H200: 228 KiB of shared memory
+// and 2048 threads per SM).
+int decode_ctas_per_sm(const Launch& launch, DType dtype, std::int64_t head_dim);
+// Bytes of AttentionArgs::workspace decode_forward needs: split-K's fp32 partial outputs and LSEs, 0 when
+// args.splits = 1.
+std::size_t decode_workspace_bytes(const AttentionArgs& args);
+// Throws std::invalid_argument on what the kernels cannot run (naming it).
+void decode_forward(const Launch& launch, const AttentionArgs& args);
 
 }  // namespace faprobe::cuda

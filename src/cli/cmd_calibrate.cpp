@@ -1,7 +1,10 @@
 // faprobe calibrate: this machine's fp32 GEMM rate (all cores) and copy bandwidth, the ceilings against
-// which CPU results are read. Sweeps measure the same numbers at their start and store them in --json.
+// which CPU results are read, and, where a CUDA device exists, the GPU's device-to-device copy bandwidth
+// and bf16 GEMM rate, the ceilings for GPU results. Timed runs measure the same numbers at their start and
+// store them in --json.
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -15,22 +18,42 @@ namespace faprobe::cli {
 void setup_calibrate(CLI::App& app, int& exit_status) {
   auto seconds = std::make_shared<double>(2.0);
   auto json = std::make_shared<bool>(false);
-  CLI::App* sub = app.add_subcommand("calibrate", "measure this host's fp32 GEMM rate and memory bandwidth");
-  sub->add_option("--time", *seconds, "seconds to spend (default 2)")->check(CLI::Range(0.05, 600.0));
+  CLI::App* sub = app.add_subcommand(
+      "calibrate", "measure this host's fp32 GEMM rate and memory bandwidth, and the GPU's bf16 GEMM rate and "
+                   "copy bandwidth where there is one");
+  sub->add_option("--time", *seconds, "seconds to spend on the host, and as many on the GPU (default 2)")
+      ->check(CLI::Range(0.05, 600.0));
   sub->add_flag("--json", *json, "print JSON instead of text");
   sub->callback([seconds, json, &exit_status] {
     const MachineRates rates = calibrate_host(*seconds);
     const HostInfo host = host_info();
+    const std::optional<gpu::GpuRates> gpu_rates = calibrate_gpu(*seconds);
+    const std::string gpu_name = gpu_rates ? gpu::devices().front().name : "";
     if (*json) {
-      std::cout << nlohmann::json{{"host", host},
-                                  {"fp32_gemm_gflops", rates.gemm_gflops},
-                                  {"memory_gbytes_per_s", rates.memory_gbytes_per_s}}
-                       .dump(2)
-                << "\n";
+      nlohmann::json document{{"host", host},
+                              {"fp32_gemm_gflops", rates.gemm_gflops},
+                              {"memory_gbytes_per_s", rates.memory_gbytes_per_s},
+                              {"gpu", nullptr}};
+      if (gpu_rates) {
+        document["gpu"] = {{"name", gpu_name},
+                           {"copy_gbytes_per_s", gpu_rates->copy_gbytes_per_s},
+                           {"bf16_gemm_tflops", gpu_rates->bf16_gemm_tflops}};
+      } else {
+        document["no_device_reason"] = gpu::no_device_reason();
+      }
+      std::cout << document.dump(2) << "\n";
     } else {
       fmt::print("{} ({} cores)\nfp32 GEMM: {:.1f} GFLOP/s (Eigen, 512x512, one product per core)\n"
                  "copy:      {:.1f} GB/s (read + write, 256 MiB)\n",
                  host.cpu_model, host.cores, rates.gemm_gflops, rates.memory_gbytes_per_s);
+      if (gpu_rates) {
+        fmt::print("{} bf16 GEMM: {:.1f} TFLOP/s (cuBLAS, 8192x8192x8192, fp32 compute)\n"
+                   "{} copy:      {:.1f} GB/s (device to device, read + write, {} MiB)\n",
+                   gpu_name, gpu_rates->bf16_gemm_tflops, gpu_name, gpu_rates->copy_gbytes_per_s,
+                   gpu_rates->copy_bytes >> 20);
+      } else {
+        fmt::print("no GPU: {}\n", gpu::no_device_reason());
+      }
     }
     exit_status = 0;
   });

@@ -49,6 +49,11 @@ int run_run(RunCommandOptions& options) {
     throw UsageError(fmt::format("run takes one case, the axes give {}; use `faprobe sweep` for several",
                                  plan.cases.size()));
   }
+  const Case& c = plan.cases.front();
+  if (!options.save_dir.empty() && (c.paged() || c.varlen())) {
+    throw UsageError("--save writes (batch, seq, heads, head_dim) tensors, which a paged or variable-length K/V "
+                     "has not; drop --page-size / --seqlens");
+  }
   RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/true);
   run.show_unsupported = true;
   const RunSummary summary = run_and_report(plan, run);

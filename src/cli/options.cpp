@@ -34,6 +34,11 @@ void add_axis_options(CLI::App& app, SettingsOptions& settings) {
   add_value(app, settings, "mask", "none, causal (default none); causal is bottom-right aligned");
   add_value(app, settings, "mode", "prefill, decode (default prefill)");
   add_value(app, settings, "seed", "input generator seed (default 0)");
+  add_value(app, settings, "page_size",
+            "paged KV cache: keys per page, 0 (contiguous, default) or a power of two 16..256; a list sweeps");
+  add_value(app, settings, "seqlens",
+            "decode: one key length per batch entry, no padding (e.g. 1000,17,32768); sets --batch and --seq");
+  add_value(app, settings, "splits", "split-K implementations: key splits, 0 = their heuristic (default); a list sweeps");
 }
 
 void add_measure_options(CLI::App& app, SettingsOptions& settings) {
@@ -182,8 +187,28 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   }
   options.mem_limit = plan.measure.mem_limit.value_or(0);  // 0: each implementation's device default
   options.rates = calibrate_host(timing ? 1.0 : 0.2);
-  options.metadata = run_metadata({{"fp32_gemm_gflops", options.rates.gemm_gflops},
-                                   {"memory_gbytes_per_s", options.rates.memory_gbytes_per_s}});
+  nlohmann::json rates{{"fp32_gemm_gflops", options.rates.gemm_gflops},
+                       {"memory_gbytes_per_s", options.rates.memory_gbytes_per_s}};
+  // The GPU's ceilings, for the bandwidth fraction of GPU records: only when they will be timed. This
+  // process keeps its CUDA context afterwards, but no device memory (gpu::measure_gpu_rates frees it all).
+  const bool times_gpu = timing && std::any_of(plan.impls.begin(), plan.impls.end(), [](const std::string& name) {
+                           const Implementation* impl = find_implementation(name);
+                           return impl != nullptr && impl->runs_on_gpu() && impl->timed();
+                         });
+  if (times_gpu) {
+    try {
+      if (const std::optional<gpu::GpuRates> gpu_rates = calibrate_gpu(1.0)) {
+        options.rates.gpu_copy_gbytes_per_s = gpu_rates->copy_gbytes_per_s;
+        options.rates.gpu_bf16_gemm_tflops = gpu_rates->bf16_gemm_tflops;
+        rates["gpu"] = {{"name", gpu::devices().front().name},
+                        {"copy_gbytes_per_s", gpu_rates->copy_gbytes_per_s},
+                        {"bf16_gemm_tflops", gpu_rates->bf16_gemm_tflops}};
+      }
+    } catch (const std::exception& error) {  // the run goes on without them; the cases report their own errors
+      fmt::print(stderr, "faprobe: the GPU's rates were not measured: {}\n", error.what());
+    }
+  }
+  options.metadata = run_metadata(rates);
   options.metadata["mem_limit_bytes"] =
       options.mem_limit != 0 ? nlohmann::json(options.mem_limit) : nlohmann::json("device default");
   options.metadata["measure"] = {{"warmup", plan.measure.warmup},
@@ -207,6 +232,10 @@ RunSummary run_and_report(const Plan& plan, const RunOptions& options) {
              summary.interrupted ? "; interrupted" : "");
   fmt::print(stderr, "this host: fp32 GEMM {:.1f} GFLOP/s (all cores), copy {:.1f} GB/s\n",
              options.rates.gemm_gflops, options.rates.memory_gbytes_per_s);
+  if (options.rates.gpu_copy_gbytes_per_s > 0) {
+    fmt::print(stderr, "{}: bf16 GEMM {:.1f} TFLOP/s, copy {:.1f} GB/s\n", gpu::devices().front().name,
+               options.rates.gpu_bf16_gemm_tflops, options.rates.gpu_copy_gbytes_per_s);
+  }
   for (const std::string* path : {&options.out_jsonl, &options.json_path, &options.csv_path, &options.md_path}) {
     if (!path->empty() && *path != "-") fmt::print(stderr, "wrote {}\n", *path);
   }

@@ -59,7 +59,8 @@ void set_command_line(int argc, char** argv);
 namespace faprobe::cli {
 
 // RunOptions for a plan: outputs, memory limit (the flag, or 0 for each implementation's device default),
-// rates for the time predictions (measured now), --strict, isolation (--isolate, --no-isolate, config
+// rates for the time predictions and bandwidth fractions (the host's, measured now; the GPU's too when
+// the plan times a GPU implementation), --strict, isolation (--isolate, --no-isolate, config
 // "isolate"; --isolate-timeout, config "isolate_timeout") and the --json metadata.
 RunOptions make_run_options(const Plan& plan, const SettingsSource& source, const SettingsOptions& settings,
                             const OutputOptions& output, bool timing);

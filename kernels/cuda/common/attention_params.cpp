@@ -59,7 +59,8 @@ AttentionParams make_attention_params(const char* kernel, const AttentionArgs& a
     require(reinterpret_cast<std::uintptr_t>(tensor) % 16 == 0, "q, k, v and o must be 16-byte aligned");
 
   const std::int64_t q_elements = args.batch * args.seq_q * args.heads * args.head_dim;
-  const std::int64_t kv_elements = args.batch * args.seq_k * args.kv_heads * args.head_dim;
+  const std::int64_t kv_rows = args.kv_rows != 0 ? args.kv_rows : args.batch * args.seq_k;
+  const std::int64_t kv_elements = kv_rows * args.kv_heads * args.head_dim;
   const std::int64_t rows = args.batch * args.heads * args.seq_q;
   AttentionParams p;
   p.q = span(static_cast<const std::uint16_t*>(args.q), q_elements, "q");

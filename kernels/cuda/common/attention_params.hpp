@@ -35,6 +35,22 @@ ElementType element_type(const char* kernel, DType dtype);
 // "<kernel>_<dtype>_hdim<d>": a kernel instantiation's name in errors and profiles.
 std::string instantiation_name(const char* kernel, DType dtype, std::int64_t head_dim);
 
+// The KernelShape (block_q, block_k, threads, shared_bytes) of kernel's instantiation for dtype and
+// head_dim, read from its Traits<head_dim>; all zeros when it has none.
+template <template <int> class Traits>
+KernelShape instantiated_shape(const char* kernel, DType dtype, std::int64_t head_dim) {
+  KernelShape shape;
+  if (!tensor_core_supports(kernel, dtype, head_dim).empty()) return shape;
+  dispatch_instantiation(element_type(kernel, dtype), static_cast<int>(head_dim), [&](auto instantiation) {
+    using T = Traits<decltype(instantiation)::head_dim>;
+    shape.block_q = T::block_q;
+    shape.block_k = T::block_k;
+    shape.threads = T::threads;
+    shape.shared_bytes = T::shared_bytes;
+  });
+  return shape;
+}
+
 // The AttentionParams for args (spans sized from the shapes). Throws std::invalid_argument starting with
 // "<kernel>_forward: " naming what is wrong: an unsupported dtype or head_dim, inconsistent shapes, a null
 // tensor, a tensor not aligned to 16 bytes (cp.async copies 16 bytes), or a size past an int.

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "cuda/common/isa.hpp"
 #include "inputs.hpp"
@@ -37,6 +38,29 @@ FAPROBE_DEVICE void fill_input_values(GlobalSpan<typename Store::Storage> out, s
   for (std::size_t i = std::size_t{isa::block_idx_x()} * isa::block_dim_x() + isa::thread_idx_x(); i < out.size();
        i += stride) {
     out[i] = Store::from_float(input_value(key, i));
+  }
+}
+
+// A paged K or V pool: rows of row_width elements in pages of page_size rows; row r of pool page p holds
+// logical (packed) row page_first_row[p] + r when r < page_valid_rows[p], and NaN otherwise (the unused end
+// of an entry's last page: a kernel that lets it reach its output fails the check). Element i of logical
+// row L gets input_value(key, L · row_width + i % row_width), as in a contiguous tensor.
+template <class Store>
+FAPROBE_DEVICE void fill_paged_values(GlobalSpan<typename Store::Storage> out, std::uint64_t key, std::size_t row_width,
+                                      int page_size, GlobalSpan<const std::int32_t> page_first_row,
+                                      GlobalSpan<const std::int32_t> page_valid_rows) {
+  const std::size_t stride = std::size_t{isa::grid_dim_x()} * isa::block_dim_x();
+  for (std::size_t i = std::size_t{isa::block_idx_x()} * isa::block_dim_x() + isa::thread_idx_x(); i < out.size();
+       i += stride) {
+    const std::size_t row = i / row_width;
+    const std::size_t page = row / static_cast<unsigned>(page_size);
+    const int in_page = static_cast<int>(row % static_cast<unsigned>(page_size));
+    if (in_page < page_valid_rows[page]) {
+      const std::size_t logical_row = static_cast<std::size_t>(page_first_row[page]) + static_cast<unsigned>(in_page);
+      out[i] = Store::from_float(input_value(key, logical_row * row_width + i % row_width));
+    } else {
+      out[i] = Store::from_float(std::numeric_limits<float>::quiet_NaN());
+    }
   }
 }
 

@@ -33,7 +33,41 @@ void fill_as(const Launch& launch, void* data, std::size_t count, std::uint64_t 
   emu::launch(config, [out, key] { fill::fill_input_values<Store>(out, key); });
 }
 
+template <class Store>
+void fill_paged_as(const Launch& launch, void* data, std::size_t count, std::uint64_t key, const PagedFill& paged) {
+  using Storage = typename Store::Storage;
+  const GlobalSpan<Storage> out(static_cast<Storage*>(data), count, "input");
+  const GlobalSpan<const std::int32_t> first(paged.page_first_row, paged.pages, "page_first_row");
+  const GlobalSpan<const std::int32_t> valid(paged.page_valid_rows, paged.pages, "page_valid_rows");
+  const std::size_t width = paged.row_width;
+  const int page_size = paged.page_size;
+  if (launch.target == Target::gpu) {
+#if defined(FAPROBE_WITH_CUDA)
+    fill::fill_paged_on_gpu<Store>(launch.stream, out, key, width, page_size, first, valid);
+    return;
+#else
+    throw std::runtime_error("built without CUDA");
+#endif
+  }
+  const emu::LaunchConfig config{"fill_paged_input", {fill::fill_input_blocks(count, emulated_max_blocks)},
+                                 {fill::fill_input_threads}, 0};
+  emu::launch(config, [=] { fill::fill_paged_values<Store>(out, key, width, page_size, first, valid); });
+}
+
 }  // namespace
+
+void fill_paged_input(const Launch& launch, void* data, DType dtype, std::uint64_t key, const PagedFill& paged) {
+  const std::size_t count = paged.pages * std::size_t(paged.page_size) * paged.row_width;
+  if (count == 0) return;
+  switch (dtype) {
+    case DType::fp32: return fill_paged_as<isa::Float>(launch, data, count, key, paged);
+    case DType::fp16: return fill_paged_as<isa::Half>(launch, data, count, key, paged);
+    case DType::bf16: return fill_paged_as<isa::BFloat16>(launch, data, count, key, paged);
+    case DType::fp8_e4m3: break;
+  }
+  throw std::invalid_argument("fill_paged_input: dtype " + std::string(to_string(dtype)) +
+                              " has no device input generator (fp32, fp16, bf16)");
+}
 
 void fill_input(const Launch& launch, void* data, DType dtype, std::size_t count, std::uint64_t key) {
   if (count == 0) return;  // a grid of zero CTAs is not a valid launch

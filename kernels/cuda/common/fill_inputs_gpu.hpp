@@ -3,6 +3,7 @@
 // CUDA builds (FAPROBE_WITH_CUDA); plain C++, no CUDA header.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/common/fill_inputs.cuh"
@@ -13,5 +14,10 @@ namespace faprobe::cuda::fill {
 // out.size() > 0) and checks the launch. Asynchronous. Instantiated for isa::Float, isa::Half and isa::BFloat16.
 template <class Store>
 void fill_input_on_gpu(void* stream, GlobalSpan<typename Store::Storage> out, std::uint64_t key);
+// The same for a paged pool (fill_paged_values); page_first_row and page_valid_rows in device memory.
+template <class Store>
+void fill_paged_on_gpu(void* stream, GlobalSpan<typename Store::Storage> out, std::uint64_t key, std::size_t row_width,
+                       int page_size, GlobalSpan<const std::int32_t> page_first_row,
+                       GlobalSpan<const std::int32_t> page_valid_rows);
 
 }  // namespace faprobe::cuda::fill

@@ -232,6 +232,16 @@ FAPROBE_DEVICE bool any_sync(std::uint32_t member_mask, bool predicate) {
 #endif
 }
 
+// __syncwarp: PTX ISA "bar.warp.sync": the lanes in member_mask wait for each other, and their shared and
+// global memory accesses before it are ordered before those after it (a warp that owns a shared tile).
+FAPROBE_DEVICE void sync_warp(std::uint32_t member_mask = full_warp_mask) {
+#if defined(__CUDACC__)
+  asm volatile("bar.warp.sync %0;" ::"r"(member_mask) : "memory");
+#else
+  (void)emu::vote_ballot(member_mask, true);  // a warp collective: every lane of the mask meets here
+#endif
+}
+
 // --- Dynamic shared memory (the launch's shared_bytes; CUDA `extern __shared__`). ---
 // count elements of T from byte offset offset_bytes, which must be a multiple of alignof(T). The emulator
 // checks the range against the launch's shared_bytes and every index; each CTA starts with 0xFF bytes.

@@ -18,28 +18,40 @@
 
 namespace faprobe::cuda::tiles {
 
-// Copies rows [first_row, first_row + Rows) of a (seq, heads, d) tensor slice into a shared tile of Rows
-// padded rows, 16 bytes per cp.async, every thread of the CTA a fixed share; rows at or past valid_rows are
-// zero-filled in shared memory instead (never read from global memory).
-template <int Rows, class T>
-FAPROBE_DEVICE void load_tile(std::size_t shared_offset, GlobalSpan<const std::uint16_t> source, std::size_t base,
-                              std::size_t seq_stride, int first_row, int valid_rows, unsigned thread) {
+// Copies Rows rows of head_dim halves into a shared tile of Rows padded rows, 16 bytes per cp.async, each
+// of Threads threads (a CTA, or one warp copying its own tile) a fixed share; thread is its index among them.
+// Row r (< valid_rows) starts at element row_base(r) of source; rows at or past valid_rows are zero-filled
+// in shared memory instead (never read from global memory). row_base lets a paged cache's rows, which are
+// not equally spaced, be gathered the same way as a contiguous tensor's.
+template <int Rows, class T, int Threads, class RowBase>
+FAPROBE_DEVICE void load_rows(std::size_t shared_offset, GlobalSpan<const std::uint16_t> source, RowBase row_base,
+                              int valid_rows, unsigned thread) {
   constexpr int chunks_per_row = T::head_dim / 8;
-  static_assert(Rows * chunks_per_row % T::threads == 0, "every thread copies the same number of chunks");
-  constexpr int chunks_per_thread = Rows * chunks_per_row / T::threads;
+  static_assert(Rows * chunks_per_row % Threads == 0, "every thread copies the same number of chunks");
+  constexpr int chunks_per_thread = Rows * chunks_per_row / Threads;
   FAPROBE_UNROLL
   for (int i = 0; i < chunks_per_thread; ++i) {
-    const int chunk = i * T::threads + static_cast<int>(thread);
+    const int chunk = i * Threads + static_cast<int>(thread);
     const int row = chunk / chunks_per_row;
     const int col = chunk % chunks_per_row * 8;
     const std::size_t destination = shared_offset + (std::size_t{static_cast<unsigned>(row)} * T::row_stride + col) * 2;
-    if (first_row + row < valid_rows) {
-      isa::cp_async_16(destination, source,
-                       base + std::size_t{static_cast<unsigned>(first_row + row)} * seq_stride + col);
+    if (row < valid_rows) {
+      isa::cp_async_16(destination, source, row_base(row) + static_cast<unsigned>(col));
     } else {
       isa::shared_array<isa::Words4>(destination, 1)[0] = isa::Words4{};
     }
   }
+}
+
+// Rows [first_row, first_row + Rows) of a (seq, heads, d) tensor slice starting at element base, copied by
+// the whole CTA (T::threads); rows at or past valid_rows are zero-filled.
+template <int Rows, class T>
+FAPROBE_DEVICE void load_tile(std::size_t shared_offset, GlobalSpan<const std::uint16_t> source, std::size_t base,
+                              std::size_t seq_stride, int first_row, int valid_rows, unsigned thread) {
+  load_rows<Rows, T, T::threads>(
+      shared_offset, source,
+      [=](int row) { return base + std::size_t{static_cast<unsigned>(first_row + row)} * seq_stride; },
+      valid_rows - first_row, thread);
 }
 
 // A warp's query rows are MTiles m16 row tiles, one below the other (16·MTiles rows); every K and V

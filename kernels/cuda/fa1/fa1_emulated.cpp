@@ -33,16 +33,7 @@ Params make_params(const AttentionArgs& args) {
 std::string fa1_supports(DType dtype, std::int64_t head_dim) { return tensor_core_supports("fa1", dtype, head_dim); }
 
 KernelShape fa1_shape(DType dtype, std::int64_t head_dim) {
-  KernelShape shape;
-  if (!fa1_supports(dtype, head_dim).empty()) return shape;
-  dispatch_instantiation(element_type("fa1", dtype), static_cast<int>(head_dim), [&](auto instantiation) {
-    using T = fa1::Traits<decltype(instantiation)::head_dim>;
-    shape.block_q = T::block_q;
-    shape.block_k = T::block_k;
-    shape.threads = T::threads;
-    shape.shared_bytes = T::shared_bytes;
-  });
-  return shape;
+  return instantiated_shape<fa1::Traits>("fa1", dtype, head_dim);
 }
 
 std::size_t fa1_workspace_bytes(const AttentionArgs& args) {

@@ -17,16 +17,7 @@ namespace faprobe::cuda {
 std::string fa2_supports(DType dtype, std::int64_t head_dim) { return tensor_core_supports("fa2", dtype, head_dim); }
 
 KernelShape fa2_shape(DType dtype, std::int64_t head_dim) {
-  KernelShape shape;
-  if (!fa2_supports(dtype, head_dim).empty()) return shape;
-  dispatch_instantiation(element_type("fa2", dtype), static_cast<int>(head_dim), [&](auto instantiation) {
-    using T = fa2::Traits<decltype(instantiation)::head_dim>;
-    shape.block_q = T::block_q;
-    shape.block_k = T::block_k;
-    shape.threads = T::threads;
-    shape.shared_bytes = T::shared_bytes;
-  });
-  return shape;
+  return instantiated_shape<fa2::Traits>("fa2", dtype, head_dim);
 }
 
 void fa2_forward(const Launch& launch, const AttentionArgs& args) {

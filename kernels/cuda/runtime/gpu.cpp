@@ -16,12 +16,19 @@
 // them (resolution about 0.5 us, CUDA Runtime API "Event Management"). The L2 flush is a cudaMemsetAsync of
 // a buffer twice the L2's size, issued before the start event so that it is not timed; the buffer comes
 // from cudaMalloc, outside the pool, so it never counts as a case's memory.
+//
+// Rates: the same events time a device-to-device cudaMemcpyAsync and a cublasGemmEx on faprobe's stream,
+// each the shortest of its repetitions. Their buffers come from cudaMalloc and go back with cudaFree before
+// measure_gpu_rates returns: from the pool they would stay reserved (release threshold UINT64_MAX), in a
+// sweep's parent process that otherwise holds nothing on the GPU while isolated children run the cases.
 #include "cuda/runtime/gpu.hpp"
 
 #include <cuda_runtime_api.h>
 #include <cublas_v2.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -322,6 +329,95 @@ double time_on_stream(const std::function<void()>& work, bool flush_l2) {
   float milliseconds = 0.0f;
   FAPROBE_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, rt.start, rt.stop));
   return double(milliseconds) * 1e-3;
+}
+
+// --- Rates ---
+
+namespace {
+
+// Device memory for measure_gpu_rates, from cudaMalloc (outside the pool) and freed by cudaFree, which
+// waits for the device to finish the work using it.
+class ScratchBuffer {
+ public:
+  explicit ScratchBuffer(std::size_t bytes) { FAPROBE_CUDA_CHECK(cudaMalloc(&data_, bytes)); }
+  ~ScratchBuffer() { (void)cudaFree(data_); }  // a destructor cannot throw; at worst the memory leaks
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+};
+
+// The cuBLAS handle's workspace while it lives, none again (the handle's state between cases) after.
+class CublasWorkspaceScope {
+ public:
+  CublasWorkspaceScope(void* data, std::size_t bytes) { set_cublas_workspace(data, bytes); }
+  ~CublasWorkspaceScope() { (void)cublasSetWorkspace(static_cast<cublasHandle_t>(cublas_handle()), nullptr, 0); }
+  CublasWorkspaceScope(const CublasWorkspaceScope&) = delete;
+  CublasWorkspaceScope& operator=(const CublasWorkspaceScope&) = delete;
+};
+
+// The shortest time of `work` on faprobe's stream over repetitions for `budget_s` (at least three), after
+// one untimed call (cuBLAS picks and loads its kernel then; clocks ramp up). No L2 flush: the copy is many
+// times the L2, and the GEMM is bound by its arithmetic.
+double shortest_seconds(const std::function<void()>& work, double budget_s) {
+  work();
+  synchronize();
+  double shortest = std::numeric_limits<double>::infinity();
+  const auto start = std::chrono::steady_clock::now();
+  for (int repetition = 0;
+       repetition < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < budget_s;
+       ++repetition) {
+    shortest = std::min(shortest, time_on_stream(work, /*flush_l2=*/false));
+  }
+  return shortest;
+}
+
+}  // namespace
+
+GpuRates measure_gpu_rates(double seconds) {
+  Runtime& rt = runtime();
+  GpuRates rates;
+  {
+    // Four times the L2 at least, so that the L2 holds a negligible part of what is copied.
+    const int l2_bytes = device_attribute(cudaDevAttrL2CacheSize, kDevice);
+    const std::size_t bytes = std::max(std::size_t(1) << 30, 4 * std::size_t(std::max(l2_bytes, 0)));
+    ScratchBuffer source(bytes), destination(bytes);
+    FAPROBE_CUDA_CHECK(cudaMemsetAsync(source.data(), 0, bytes, rt.stream));
+    FAPROBE_CUDA_CHECK(cudaMemsetAsync(destination.data(), 0, bytes, rt.stream));
+    const double copy_s = shortest_seconds(
+        [&] {
+          FAPROBE_CUDA_CHECK(
+              cudaMemcpyAsync(destination.data(), source.data(), bytes, cudaMemcpyDeviceToDevice, rt.stream));
+        },
+        0.6 * seconds);
+    rates.copy_bytes = bytes;
+    rates.copy_gbytes_per_s = 2.0 * double(bytes) / copy_s * 1e-9;  // read + write, as the host's copy
+  }
+  {
+    // 8192³: large enough for cuBLAS's best tiles to fill every SM many times over. Zero operands: the
+    // rate is a ceiling, and a power-limited GPU may clock higher on data that flips few bits.
+    constexpr int kSize = 8192;
+    const std::size_t operand_bytes = std::size_t(kSize) * kSize * 2;  // bf16
+    ScratchBuffer a(operand_bytes), b(operand_bytes), c(operand_bytes);
+    FAPROBE_CUDA_CHECK(cudaMemsetAsync(a.data(), 0, operand_bytes, rt.stream));
+    FAPROBE_CUDA_CHECK(cudaMemsetAsync(b.data(), 0, operand_bytes, rt.stream));
+    const std::size_t workspace_bytes = cublas_workspace_bytes();
+    ScratchBuffer workspace(workspace_bytes);  // declared before the scope: unset first, then freed
+    const CublasWorkspaceScope workspace_scope(workspace.data(), workspace_bytes);
+    const auto handle = static_cast<cublasHandle_t>(cublas_handle());
+    const float alpha = 1.0f, beta = 0.0f;
+    const double gemm_s = shortest_seconds(
+        [&] {
+          FAPROBE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, kSize, kSize, kSize, &alpha, a.data(),
+                                            CUDA_R_16BF, kSize, b.data(), CUDA_R_16BF, kSize, &beta, c.data(),
+                                            CUDA_R_16BF, kSize, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        },
+        0.4 * seconds);
+    rates.bf16_gemm_tflops = 2.0 * double(kSize) * kSize * kSize / gemm_s * 1e-12;
+  }
+  return rates;
 }
 
 // --- NVTX (header-only NVTX3: a no-op unless a profiler is attached) ---

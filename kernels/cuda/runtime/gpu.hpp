@@ -11,6 +11,8 @@
 //   reads it back, plus the workspace part counted by faprobe itself.
 // - Timing: CUDA events around the work on faprobe's stream, the L2 cache flushed before each sample by
 //   writing a buffer twice the L2's size (outside the pool, so it never counts as a case's memory).
+// - Rates: the device's copy bandwidth and bf16 GEMM rate (measure_gpu_rates), the ceilings that records
+//   are read against.
 // - NVTX ranges named after implementation and case, so a profile shows which case a kernel belongs to.
 #pragma once
 #include <cstddef>
@@ -95,6 +97,18 @@ std::size_t cublas_workspace_bytes();
 // Seconds that work() takes on faprobe's stream, between two CUDA events; with flush_l2 the L2 is
 // flushed first, outside the timed interval. Checks for launch errors after work().
 double time_on_stream(const std::function<void()>& work, bool flush_l2);
+
+// Device 0's ceilings, against which GPU results are read (faprobe calibrate; a timed run with cuda.*
+// measures them once, in the parent process). Each rate is the best of its repetitions (a ceiling).
+struct GpuRates {
+  double copy_gbytes_per_s = 0;  // device-to-device cudaMemcpyAsync, read + write counted (2 × bytes / time)
+  double bf16_gemm_tflops = 0;   // cublasGemmEx, bf16 inputs and output, fp32 compute, 8192 × 8192 × 8192
+  std::uint64_t copy_bytes = 0;  // the size of the copy: max(1 GiB, 4 × L2)
+};
+// Takes about `seconds`: 60 % copying, the rest multiplying. Its buffers and cuBLAS workspace come from
+// cudaMalloc, outside the pool, and are freed (and the workspace unset) before it returns, so a process
+// that only calibrates keeps no device memory but its CUDA context and faprobe's stream and cuBLAS handle.
+GpuRates measure_gpu_rates(double seconds);
 
 // An NVTX range for the lifetime of the object (nvtxRangePushA/Pop).
 class NvtxRange {

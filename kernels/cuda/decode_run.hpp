@@ -1,0 +1,110 @@
+// What cuda.decode and cuda.decode-splitk share (kernels/cuda/decode/ holds their one kernel): the forward
+// call over a case's tensors with a given split count and its workspace, the record's details, and the
+// predictions. The two implementations differ only in the split count: 1, or FlashDecoding's heuristic
+// (decode/splits.hpp) unless the case forces one (--splits).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "cuda/decode/splits.hpp"
+#include "cuda/kernel_implementation.hpp"
+
+namespace faprobe::cuda {
+
+// The SMs of the target: the GPU's, or an H200's 132 for the emulator (the device "emulated sm_90a" stands
+// for), so that an emulated run makes the split choice the GPU would.
+inline int target_sms(Target target) {
+  constexpr int kH200Sms = 132;
+  if (target == Target::emulator) return kH200Sms;
+  const std::vector<gpu::DeviceInfo> found = gpu::devices();
+  return found.empty() ? kH200Sms : found.front().sm_count;
+}
+
+// CTAs of the unsplit attention grid: batch · kv_heads · ceil(group / 16).
+inline std::int64_t decode_ctas(const Case& c) {
+  const std::int64_t heads_per_cta = decode_shape(c.dtype, c.head_dim).block_q;
+  return c.batch * c.kv_heads * ((c.group_size() + heads_per_cta - 1) / heads_per_cta);
+}
+
+class DecodeRun final : public KernelRun {
+ public:
+  // split_k: choose the split count (the case's --splits, else the heuristic); otherwise one split.
+  DecodeRun(Target target, const Case& c, KernelTensors& tensors, bool split_k)
+      : args_(KernelImplementation::attention_args(c, tensors)), shape_(decode_shape(c.dtype, c.head_dim)) {
+    if (split_k) {
+      sms_ = target_sms(target);
+      ctas_per_sm_ = decode_ctas_per_sm(Launch{target, nullptr}, c.dtype, c.head_dim);
+      decode::SplitInputs inputs;
+      inputs.ctas = decode_ctas(c);
+      inputs.sms = sms_;
+      inputs.ctas_per_sm = ctas_per_sm_;
+      inputs.longest_keys = c.seq_k;
+      inputs.min_split_keys = 2 * (shape_.threads / 32) * shape_.block_k;  // two key blocks per warp
+      args_.splits = c.splits > 0 ? c.splits : decode::choose_splits(inputs);
+    }
+    workspace_ = KernelBuffer(target, decode_workspace_bytes(args_), AllocKind::workspace);
+    args_.workspace = workspace_.data();
+  }
+
+  void forward(const Launch& launch) override { decode_forward(launch, args_); }
+
+  nlohmann::json details() const override {
+    nlohmann::json details{{"splits", args_.splits},
+                           {"heads_per_cta", shape_.block_q},
+                           {"block_k", shape_.block_k},
+                           {"threads", shape_.threads},
+                           {"shared_bytes", shape_.shared_bytes},
+                           {"grid", args_.splits * args_.batch * args_.kv_heads *
+                                        ((args_.heads / args_.kv_heads + shape_.block_q - 1) / shape_.block_q)}};
+    if (sms_ > 0) {
+      details["sms"] = sms_;
+      details["ctas_per_sm"] = ctas_per_sm_;
+    }
+    if (args_.page_size > 0) details["page_size"] = args_.page_size;
+    return details;
+  }
+
+ private:
+  AttentionArgs args_;
+  KernelShape shape_;
+  KernelBuffer workspace_;
+  int sms_ = 0, ctas_per_sm_ = 0;
+};
+
+// Both implementations: support, the layouts they take, the predictions, and the run, with one split
+// (cuda.decode) or split-K's choice (cuda.decode-splitk).
+template <bool kSplitK>
+class DecodeImplementation final : public KernelImplementation {
+ public:
+  using KernelImplementation::KernelImplementation;
+
+  std::uint64_t predicted_bytes(const Case& c) const override {
+    // Split-K's partials at the most splits it may use (the choice needs the GPU's occupancy, which the
+    // parent of an isolated run does not ask for): at most 128 · batch · heads · (d + 1) · 4 bytes.
+    const std::int64_t splits = c.splits > 0 ? c.splits : decode::kMaxHeuristicSplits;
+    return tensor_bytes(c) + std::uint64_t(splits * c.batch * c.heads * (c.head_dim + 1)) * sizeof(float);
+  }
+
+  double predicted_seconds(const Case& c, const MachineRates& rates) const override {
+    (void)rates;
+    if (target() == Target::gpu) return c.min_bytes() / 0.5e12 + 1e-5;  // loose: far below an H200's HBM rate
+    // Emulated: ~12 µs per warp-wide mma.sync with its ldmatrix; the m16 tile holds 16 query heads whatever
+    // the group, so the count is that of 16 rows per CTA.
+    const double padded_flops = 4.0 * double(decode_ctas(c)) * 16.0 * c.avg_keys() * double(c.head_dim);
+    return padded_flops / (2.0 * 16 * 8 * 16) * 12e-6;
+  }
+
+ protected:
+  std::string kernel_supports(const Case& c) const override {
+    if (c.mode != Mode::decode || c.seq_q != 1) return "decode implementations need --mode decode (seq_q = 1)";
+    return decode_supports(c.dtype, c.head_dim);
+  }
+  KvLayouts kv_layouts() const override { return {/*paged=*/true, /*varlen=*/true}; }
+  std::string kernel_name() const override { return kSplitK ? "decode-splitk" : "decode"; }
+  std::unique_ptr<KernelRun> make_run(const Case& c, KernelTensors& tensors) const override {
+    return std::make_unique<DecodeRun>(target(), c, tensors, kSplitK);
+  }
+};
+
+}  // namespace faprobe::cuda
