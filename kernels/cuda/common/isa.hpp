@@ -12,7 +12,9 @@
 // and stores.
 // Part 3: conversions between fp32 and the 16-bit storage types (one value, or two packed in a 32-bit
 // register as mma.sync takes them).
-// Later parts (on Hopper wgmma, TMA, mbarrier, setmaxnreg, elect.sync, stmatrix) follow the same pattern:
+// Part 4: Hopper's synchronization (sm_90): mbarrier with transaction bytes, elect.sync, the async-proxy
+// and mbarrier-init fences, setmaxnreg.
+// Later parts (on Hopper wgmma, TMA, stmatrix) follow the same pattern:
 // one function, the ISA section beside it, the PTX under __CUDACC__ and the emulator call otherwise, the
 // lane-to-fragment layout implemented once in the emulator. Named barriers (bar_sync/bar_arrive with an
 // id) are here already for warp specialization.
@@ -498,5 +500,133 @@ struct BFloat16 {
     mma_m16n8k16_bf16(d, a, b, c);
   }
 };
+
+// ======================================== Part 4 ========================================
+// Hopper (sm_90) synchronization. These compile for every target, so that a header using them builds in
+// the sm_80 pass too, but their PTX exists only from sm_90: below it they trap, and the kernels that use
+// them are compiled and launched for sm_90a only.
+
+#if defined(__CUDACC__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FAPROBE_SM90_PTX 1
+#else
+#define FAPROBE_SM90_PTX 0
+#endif
+#endif
+
+// --- mbarrier: PTX ISA "Parallel Synchronization and Communication Instructions: mbarrier". An 8-byte
+// object at shared offset offset_bytes (8-byte aligned); phases complete when every expected arrival and
+// every expected transaction byte is in (the emulator's model is described in emu/emulator.hpp). ---
+// mbarrier.init.shared::cta.b64: count arrivals per phase. Make it visible to the async proxy (TMA) with
+// fence_mbarrier_init() and to other threads with a barrier before they use it.
+FAPROBE_DEVICE void mbarrier_init(std::size_t offset_bytes, unsigned count) {
+#if defined(__CUDACC__)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(detail::shared_address(offset_bytes)), "r"(count)
+               : "memory");
+#else
+  emu::mbarrier_init(offset_bytes, count);
+#endif
+}
+// mbarrier.arrive.expect_tx.shared::cta.b64 (tx_bytes > 0) or mbarrier.arrive.shared::cta.b64: one arrival,
+// after announcing tx_bytes of asynchronous copies that will complete on this barrier.
+FAPROBE_DEVICE void mbarrier_arrive(std::size_t offset_bytes, std::uint32_t tx_bytes = 0) {
+#if defined(__CUDACC__)
+#if FAPROBE_SM90_PTX
+  if (tx_bytes > 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 ::"r"(detail::shared_address(offset_bytes)), "r"(tx_bytes) : "memory");
+  } else {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(detail::shared_address(offset_bytes)) : "memory");
+  }
+#else
+  (void)offset_bytes, (void)tx_bytes;
+  __trap();
+#endif
+#else
+  (void)emu::mbarrier_arrive(offset_bytes, tx_bytes);
+#endif
+}
+// mbarrier.try_wait.parity.shared::cta.b64 until it succeeds: returns once the phase of parity `parity`
+// (0 or 1) has completed. A consumer waiting for stage s of a ring passes the parity of the round it is in.
+FAPROBE_DEVICE void mbarrier_wait_parity(std::size_t offset_bytes, unsigned parity) {
+#if defined(__CUDACC__)
+#if FAPROBE_SM90_PTX
+  const std::uint32_t address = detail::shared_address(offset_bytes);
+  std::uint32_t done = 0;
+  while (done == 0) {
+    asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done) : "r"(address), "r"(parity) : "memory");
+  }
+#else
+  (void)offset_bytes, (void)parity;
+  __trap();
+#endif
+#else
+  emu::mbarrier_wait_parity(offset_bytes, parity);
+#endif
+}
+
+// --- elect.sync: PTX ISA "elect.sync": one lane of member_mask is true, the same lane every time (which one
+// PTX leaves open; the emulator elects the lowest). Every lane of the mask must execute it. ---
+FAPROBE_DEVICE bool elect_sync(std::uint32_t member_mask = full_warp_mask) {
+#if defined(__CUDACC__)
+#if FAPROBE_SM90_PTX
+  std::uint32_t elected = 0;
+  asm volatile("{\n\t.reg .pred p;\n\telect.sync _|p, %1;\n\tselp.u32 %0, 1, 0, p;\n}"
+               : "=r"(elected) : "r"(member_mask));
+  return elected != 0;
+#else
+  (void)member_mask;
+  __trap();
+  return false;
+#endif
+#else
+  const std::uint32_t arrived = emu::vote_ballot(member_mask, true);  // the collective: every lane meets here
+  return lane_id() == static_cast<unsigned>(__builtin_ctz(arrived));
+#endif
+}
+
+// --- Fences: PTX ISA "membar / fence". fence.proxy.async.shared::cta orders this thread's generic-proxy
+// writes to shared memory before later async-proxy (TMA, wgmma) accesses; fence.mbarrier_init makes
+// mbarrier.init visible to the async proxy. The emulator has one proxy: no-ops there. ---
+FAPROBE_DEVICE void fence_proxy_async() {
+#if defined(__CUDACC__)
+#if FAPROBE_SM90_PTX
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#else
+  __trap();
+#endif
+#endif
+}
+FAPROBE_DEVICE void fence_mbarrier_init() {
+#if defined(__CUDACC__)
+#if FAPROBE_SM90_PTX
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#else
+  __trap();
+#endif
+#endif
+}
+
+// --- setmaxnreg: PTX ISA "setmaxnreg" (sm_90a): the warpgroup's registers per thread become Count, a
+// multiple of 8 in 24..256; .inc waits until the registers are free, .dec releases them (a producer
+// warpgroup gives its registers to the consumers). Every thread of the warpgroup executes it. A no-op under
+// emulation, which has no register file; tests/test_static_checks.cpp checks that ptxas kept it. ---
+template <unsigned Count, bool Increase>
+FAPROBE_DEVICE void setmaxnreg() {
+  static_assert(Count % 8 == 0 && Count >= 24 && Count <= 256, "setmaxnreg takes a multiple of 8 in 24..256");
+#if defined(__CUDACC__)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // sm_90a's architecture-specific features, not plain sm_90
+  if constexpr (Increase) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Count));
+  } else {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Count));
+  }
+#else
+  __trap();
+#endif
+#endif
+}
 
 }  // namespace faprobe::cuda::isa

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <new>
 #include <utility>
@@ -40,7 +41,7 @@ constexpr unsigned warp_size = 32;
 constexpr unsigned max_block_threads = 1024;  // as on every GPU since sm_20
 
 enum class FiberState { runnable, blocked, exited };
-enum class WaitKind { none, barrier, collective };
+enum class WaitKind { none, barrier, collective, mbarrier };
 enum class CollectiveKind {
   shfl_idx, shfl_up, shfl_down, shfl_bfly, vote_ballot, vote_all, vote_any,
   mma_m16n8k16_f16, mma_m16n8k16_bf16,
@@ -102,6 +103,8 @@ struct Fiber {
   unsigned linear = 0;
   WaitKind wait = WaitKind::none;
   unsigned wait_barrier = 0;
+  std::size_t wait_mbarrier = 0;  // shared offset of the mbarrier waited on
+  unsigned wait_parity = 0;
   CollectiveKind wait_collective = CollectiveKind::shfl_idx;
   std::uint32_t wait_mask = 0;
   Results collective_result{};  // written by the lane that completes the collective
@@ -113,6 +116,15 @@ struct Barrier {
   unsigned expected = 0;  // threads, fixed by the first arrival
   unsigned arrived = 0;
   std::vector<unsigned> waiters;
+};
+
+// An mbarrier's state (emu::mbarrier_init), by shared offset.
+struct MBarrier {
+  unsigned count = 0;               // arrivals per phase, from init
+  unsigned pending_arrivals = 0;    // in the current phase
+  std::int64_t pending_tx = 0;      // transaction bytes still expected in the current phase
+  std::uint64_t completed = 0;      // phases completed; the current phase's parity is completed % 2
+  std::vector<unsigned> waiters;    // fibers blocked until the current phase completes
 };
 
 // One warp-collective instruction in flight: the operands of every lane that has arrived.
@@ -246,6 +258,79 @@ class Launch {
     b.waiters.push_back(self.linear);
     self.wait = WaitKind::barrier;
     self.wait_barrier = id;
+    suspend();
+  }
+
+  // --- mbarrier (emulator.hpp). ---
+  MBarrier& mbarrier_at(std::size_t offset, const char* instruction) {
+    (void)shared_memory(offset, 8, 8);  // the 8-byte object inside the launch's shared memory, aligned
+    const auto found = mbarriers_.find(offset);
+    if (found == mbarriers_.end())
+      fail_here(fmt::format("{} on shared offset {}: no mbarrier was initialized there (mbarrier.init)", instruction, offset));
+    return found->second;
+  }
+
+  void mbarrier_init(std::size_t offset, unsigned count) {
+    (void)shared_memory(offset, 8, 8);
+    if (count == 0 || count >= (1u << 20))
+      fail_here(fmt::format("mbarrier.init at shared offset {}: count {} is outside 1..2^20 - 1", offset, count));
+    const auto existing = mbarriers_.find(offset);
+    if (existing != mbarriers_.end() && !existing->second.waiters.empty())
+      fail_here(fmt::format("mbarrier.init at shared offset {} while {} threads wait on it", offset,
+                            existing->second.waiters.size()));
+    MBarrier& b = mbarriers_[offset];
+    b = MBarrier{};
+    b.count = count;
+    b.pending_arrivals = count;
+  }
+
+  // Completes the current phase when nothing is pending: releases its waiters and starts the next phase.
+  void mbarrier_complete_if_done(MBarrier& b) {
+    if (b.pending_arrivals != 0 || b.pending_tx != 0) return;
+    ++b.completed;
+    b.pending_arrivals = b.count;
+    for (unsigned waiter : b.waiters) release(fibers_[waiter]);
+    b.waiters.clear();
+  }
+
+  void mbarrier_expect_tx(std::size_t offset, std::uint32_t tx_bytes) {
+    MBarrier& b = mbarrier_at(offset, "mbarrier.expect_tx");
+    b.pending_tx += tx_bytes;
+  }
+
+  unsigned mbarrier_arrive(std::size_t offset, std::uint32_t tx_bytes) {
+    MBarrier& b = mbarrier_at(offset, tx_bytes > 0 ? "mbarrier.arrive.expect_tx" : "mbarrier.arrive");
+    b.pending_tx += tx_bytes;
+    const unsigned parity = static_cast<unsigned>(b.completed % 2);
+    if (b.pending_arrivals == 0)  // every arrival of the phase is in, its transaction bytes are not yet: PTX's UB
+      fail_here(fmt::format("mbarrier.arrive at shared offset {}: more arrivals than its count {}", offset, b.count));
+    --b.pending_arrivals;
+    mbarrier_complete_if_done(b);
+    return parity;
+  }
+
+  void mbarrier_complete_tx(std::size_t offset, std::uint32_t tx_bytes) {
+    MBarrier& b = mbarrier_at(offset, "complete_tx");
+    b.pending_tx -= tx_bytes;
+    // PTX lets the tx-count go negative when the bytes land before the expect_tx; the phase completes only
+    // when arrivals and bytes are both settled.
+    mbarrier_complete_if_done(b);
+  }
+
+  bool mbarrier_phase_done(const MBarrier& b, unsigned parity) const { return b.completed % 2 != (parity & 1u); }
+
+  bool mbarrier_test_parity(std::size_t offset, unsigned parity) {
+    return mbarrier_phase_done(mbarrier_at(offset, "mbarrier.test_wait.parity"), parity);
+  }
+
+  void mbarrier_wait_parity(std::size_t offset, unsigned parity) {
+    MBarrier& b = mbarrier_at(offset, "mbarrier.try_wait.parity");
+    if (mbarrier_phase_done(b, parity)) return;
+    Fiber& self = running();
+    b.waiters.push_back(self.linear);
+    self.wait = WaitKind::mbarrier;
+    self.wait_mbarrier = offset;
+    self.wait_parity = parity & 1u;
     suspend();
   }
 
@@ -517,6 +602,7 @@ class Launch {
   void run_block() {
     std::memset(shared_.get(), 0xFF, config_.shared_bytes);  // poison: every float and double reads as NaN
     for (Barrier& b : barriers_) b = Barrier{};
+    mbarriers_.clear();
     for (Warp& w : warps_) w.open.clear();
     for (unsigned i = 0; i < thread_count_; ++i) {
       Fiber& fiber = fibers_[i];
@@ -560,6 +646,12 @@ class Launch {
   }
 
   std::string wait_description(const Fiber& fiber) const {
+    if (fiber.wait == WaitKind::mbarrier) {
+      const MBarrier& b = mbarriers_.at(fiber.wait_mbarrier);
+      return fmt::format("wait on the mbarrier at shared offset {} for its phase of parity {} ({} of {} arrivals "
+                         "pending, {} transaction bytes pending)",
+                         fiber.wait_mbarrier, fiber.wait_parity, b.pending_arrivals, b.count, b.pending_tx);
+    }
     if (fiber.wait == WaitKind::barrier) {
       const Barrier& b = barriers_[fiber.wait_barrier];
       return fmt::format("wait at barrier {} ({} of {} threads arrived)", fiber.wait_barrier, b.arrived, b.expected);
@@ -608,6 +700,7 @@ class Launch {
   std::vector<Fiber> fibers_;
   std::vector<Warp> warps_;
   std::array<Barrier, barrier_count> barriers_{};
+  std::map<std::size_t, MBarrier> mbarriers_;  // by shared offset, for the current CTA
   std::unique_ptr<std::byte, AlignedDelete> shared_;
   ucontext_t scheduler_{};
   const void* scheduler_stack_bottom_ = nullptr;  // the calling thread's stack, for the sanitizer
@@ -703,6 +796,25 @@ bool vote_all(std::uint32_t member_mask, bool predicate) {
 }
 bool vote_any(std::uint32_t member_mask, bool predicate) {
   return running_launch("vote.sync").collective(CollectiveKind::vote_any, member_mask, {predicate ? 1u : 0u})[0] != 0;
+}
+
+void mbarrier_init(std::size_t offset_bytes, unsigned count) {
+  running_launch("mbarrier.init").mbarrier_init(offset_bytes, count);
+}
+void mbarrier_expect_tx(std::size_t offset_bytes, std::uint32_t tx_bytes) {
+  running_launch("mbarrier.expect_tx").mbarrier_expect_tx(offset_bytes, tx_bytes);
+}
+unsigned mbarrier_arrive(std::size_t offset_bytes, std::uint32_t tx_bytes) {
+  return running_launch("mbarrier.arrive").mbarrier_arrive(offset_bytes, tx_bytes);
+}
+void mbarrier_complete_tx(std::size_t offset_bytes, std::uint32_t tx_bytes) {
+  running_launch("complete_tx").mbarrier_complete_tx(offset_bytes, tx_bytes);
+}
+void mbarrier_wait_parity(std::size_t offset_bytes, unsigned parity) {
+  running_launch("mbarrier.try_wait.parity").mbarrier_wait_parity(offset_bytes, parity);
+}
+bool mbarrier_test_parity(std::size_t offset_bytes, unsigned parity) {
+  return running_launch("mbarrier.test_wait.parity").mbarrier_test_parity(offset_bytes, parity);
 }
 
 void mma_m16n8k16(MmaInput input, const std::uint32_t (&a)[4], const std::uint32_t (&b)[2], const float (&c)[4],

@@ -112,6 +112,31 @@ void cp_async(std::size_t shared_offset_bytes, const void* source, std::size_t b
 void cp_async_commit_group();
 void cp_async_wait_group(unsigned pending_groups);
 
+// --- Hopper's transaction barriers: PTX ISA "Parallel Synchronization and Communication Instructions:
+// mbarrier" (sm_90 for expect_tx and try_wait). An mbarrier is an 8-byte object in shared memory; the
+// emulator keeps its state beside the launch, by shared offset (the 8 bytes must lie in the launch's shared
+// memory, 8-byte aligned): the arrival count it was initialized with, the arrivals and transaction bytes
+// still pending in the current phase, and how many phases have completed. A phase completes when both
+// pending counts are zero (PTX: "pending arrival count" and "tx-count"); the next phase then starts with the
+// same arrival count and no transaction bytes. A barrier's state lives for one CTA, as shared memory does.
+// mbarrier.init.shared::cta.b64 [offset], count: count in 1..2^20 - 1 (PTX's limit).
+void mbarrier_init(std::size_t offset_bytes, unsigned count);
+// mbarrier.expect_tx: the current phase waits for tx_bytes more bytes of asynchronous copies.
+void mbarrier_expect_tx(std::size_t offset_bytes, std::uint32_t tx_bytes);
+// mbarrier.arrive.shared::cta.b64 (with .expect_tx when tx_bytes > 0: expect_tx first, then arrive). Returns
+// the parity of the phase the arrival counted in (the low bit of PTX's state token).
+unsigned mbarrier_arrive(std::size_t offset_bytes, std::uint32_t tx_bytes);
+// The complete-tx side of an asynchronous copy (cp.async.bulk with .mbarrier::complete_tx::bytes): the
+// copy's bytes have landed (they land at issue here), so the pending transaction bytes drop by tx_bytes.
+void mbarrier_complete_tx(std::size_t offset_bytes, std::uint32_t tx_bytes);
+// mbarrier.try_wait.parity in a loop (PTX's waiting idiom): returns once the phase of parity `parity` has
+// completed, i.e. at once unless the current phase has that parity, else when the current phase completes.
+// The waiting thread blocks; if no thread can complete the phase the launch reports a deadlock naming the
+// barrier, its pending arrivals and transaction bytes, instead of hanging.
+void mbarrier_wait_parity(std::size_t offset_bytes, unsigned parity);
+// mbarrier.test_wait.parity: the same test without waiting.
+bool mbarrier_test_parity(std::size_t offset_bytes, unsigned parity);
+
 // --- Memory. ---
 // The CTA's dynamic shared memory from offset_bytes, size_bytes long; throws EmulationError when the range
 // exceeds LaunchConfig::shared_bytes or offset_bytes is not a multiple of alignment.
