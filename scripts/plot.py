@@ -659,18 +659,22 @@ class Plotter:
             ys += [p[1] for p in points]
         return xs, ys, any_mismatch, any_peer
 
+    def finish_rate(self, fig, panels, path, unit, xs, ys, any_mismatch, note, peer_note):
+        """The end of a rate figure: a log scale when the rates span more than 100×, the note (peer_note
+        first), the mismatch legend, and the file."""
+        log_y = bool(ys) and max(ys) / min(ys) > 100
+        self.finish(fig, panels, unit + (" (log scale)" if log_y else ""), ys, xs, lambda v: f"{v:,.4g}",
+                    log_y=log_y, extra_handles=self.mismatch_handle(any_mismatch), note=peer_note + note)
+        self.save(fig, path)
+
     def tflops(self, path):
         """TFLOP/s vs seq: faprobe's implementations as solid lines, peers (torch.* from peers_torch.py) dashed."""
         fig, panels = self.figure("TFLOP/s vs sequence length")
 
         xs, ys, any_mismatch, any_peer = self.rate_lines(panels, lambda r: measured_rate(r, "tflops", "flops", 1e-12))
-        log_y = bool(ys) and max(ys) / min(ys) > 100
-        note = "FLOPs = 4·batch·heads·seq_q·avg_k·head_dim (causal: visible keys only) / median time"
-        if any_peer:
-            note = "dashed: PyTorch SDPA backends (scripts/peers_torch.py) · " + note
-        self.finish(fig, panels, "TFLOP/s" + (" (log scale)" if log_y else ""), ys, xs, lambda v: f"{v:,.4g}",
-                    log_y=log_y, extra_handles=self.mismatch_handle(any_mismatch), note=note)
-        self.save(fig, path)
+        self.finish_rate(fig, panels, path, "TFLOP/s", xs, ys, any_mismatch,
+                         "FLOPs = 4·batch·heads·seq_q·avg_k·head_dim (causal: visible keys only) / median time",
+                         "dashed: PyTorch SDPA backends (scripts/peers_torch.py) · " if any_peer else "")
 
     def gbps(self, path):
         """Decode's GB/s (minimum bytes / median time) vs seq_k or batch: faprobe's implementations solid, one
@@ -685,13 +689,9 @@ class Plotter:
                 ax.axhline(copy, color="tab:red", linestyle=":", linewidth=1.1)
                 ax.text(0.01, copy, f" copy bandwidth {copy:,.0f} GB/s (measured)", transform=ax.get_yaxis_transform(),
                         fontsize=7.5, color="tab:red", va="bottom")
-        log_y = bool(ys) and max(ys) / min(ys) > 100
-        note = "GB/s = minimum bytes (Q, K, V, O once) / median time"
-        if any_peer:
-            note = "dashed: PyTorch SDPA (contiguous only) · " + note
-        self.finish(fig, panels, "GB/s" + (" (log scale)" if log_y else ""), ys, xs, lambda v: f"{v:,.4g}",
-                    log_y=log_y, extra_handles=self.mismatch_handle(any_mismatch), note=note)
-        self.save(fig, path)
+        self.finish_rate(fig, panels, path, "GB/s", xs, ys, any_mismatch,
+                         "GB/s = minimum bytes (Q, K, V, O once) / median time",
+                         "dashed: PyTorch SDPA (contiguous only) · " if any_peer else "")
 
 
 def measured_rate(record, field, amount, scale):

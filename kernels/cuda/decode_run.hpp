@@ -23,20 +23,21 @@ inline int target_sms(Target target) {
 
 // CTAs of the unsplit attention grid: batch · kv_heads · ceil(group / 16).
 inline std::int64_t decode_ctas(const Case& c) {
-  const std::int64_t heads_per_cta = decode_shape(c.dtype, c.head_dim).block_q;
-  return c.batch * c.kv_heads * ((c.group_size() + heads_per_cta - 1) / heads_per_cta);
+  return c.batch * c.kv_heads * decode::head_chunks(static_cast<int>(c.group_size()));
 }
 
 class DecodeRun final : public KernelRun {
  public:
   // split_k: choose the split count (the case's --splits, else the heuristic); otherwise one split.
   DecodeRun(Target target, const Case& c, KernelTensors& tensors, bool split_k)
-      : args_(KernelImplementation::attention_args(c, tensors)), shape_(decode_shape(c.dtype, c.head_dim)) {
+      : args_(KernelImplementation::attention_args(c, tensors)),
+        shape_(decode_shape(c.dtype, c.head_dim)),
+        ctas_(decode_ctas(c)) {
     if (split_k) {
       sms_ = target_sms(target);
       ctas_per_sm_ = decode_ctas_per_sm(Launch{target, nullptr}, c.dtype, c.head_dim);
       decode::SplitInputs inputs;
-      inputs.ctas = decode_ctas(c);
+      inputs.ctas = ctas_;
       inputs.sms = sms_;
       inputs.ctas_per_sm = ctas_per_sm_;
       inputs.longest_keys = c.seq_k;
@@ -55,8 +56,7 @@ class DecodeRun final : public KernelRun {
                            {"block_k", shape_.block_k},
                            {"threads", shape_.threads},
                            {"shared_bytes", shape_.shared_bytes},
-                           {"grid", args_.splits * args_.batch * args_.kv_heads *
-                                        ((args_.heads / args_.kv_heads + shape_.block_q - 1) / shape_.block_q)}};
+                           {"grid", args_.splits * ctas_}};
     if (sms_ > 0) {
       details["sms"] = sms_;
       details["ctas_per_sm"] = ctas_per_sm_;
@@ -69,6 +69,7 @@ class DecodeRun final : public KernelRun {
   AttentionArgs args_;
   KernelShape shape_;
   KernelBuffer workspace_;
+  std::int64_t ctas_ = 0;  // of the unsplit grid
   int sms_ = 0, ctas_per_sm_ = 0;
 };
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -53,8 +54,7 @@ class KernelPreparedCase final : public PreparedCase {
     tensors_.seq_starts = copy_ints(tensors_.layout.seq_starts);
     tensors_.block_table = copy_ints(tensors_.layout.block_table);
     fill_input(launch_, tensors_.q.data(), c.dtype, std::size_t(c.q_elements()), tensor_key(c.seed, TensorId::q));
-    fill_kv(tensors_.k, TensorId::k);
-    fill_kv(tensors_.v, TensorId::v);
+    fill_kv();
     run_ = impl_.make_run(c, tensors_);
     if (target() == Target::gpu) gpu::synchronize();
   }
@@ -84,13 +84,17 @@ class KernelPreparedCase final : public PreparedCase {
     return buffer;
   }
 
-  // K or V on the target: the generator in logical order for a contiguous layout; for a page pool, each
-  // page's logical rows (and NaN padding) from what the page holds, an int32 pair per page (freed after).
-  void fill_kv(KernelBuffer& tensor, TensorId id) {
-    const std::uint64_t key = tensor_key(case_.seed, id);
+  // K and V on the target: the generator in logical order for a contiguous layout; for a page pool, each
+  // page's logical rows (and NaN padding) from what the page holds, an int32 pair per page on the target,
+  // shared by both fills and freed after them.
+  void fill_kv() {
     const std::size_t row_width = std::size_t(case_.kv_heads * case_.head_dim);
+    const std::pair<KernelBuffer*, TensorId> tensors[] = {{&tensors_.k, TensorId::k}, {&tensors_.v, TensorId::v}};
     if (!tensors_.layout.paged()) {
-      fill_input(launch_, tensor.data(), case_.dtype, std::size_t(tensors_.layout.rows) * row_width, key);
+      for (const auto& [tensor, id] : tensors) {
+        fill_input(launch_, tensor->data(), case_.dtype, std::size_t(tensors_.layout.rows) * row_width,
+                   tensor_key(case_.seed, id));
+      }
       return;
     }
     const KvLayout::PageContents contents = tensors_.layout.page_contents();
@@ -101,7 +105,9 @@ class KernelPreparedCase final : public PreparedCase {
     paged.page_size = int(tensors_.layout.page_size);
     paged.page_first_row = first_row.as<const std::int32_t>();
     paged.page_valid_rows = valid_rows.as<const std::int32_t>();
-    fill_paged_input(launch_, tensor.data(), case_.dtype, key, paged);
+    for (const auto& [tensor, id] : tensors) {
+      fill_paged_input(launch_, tensor->data(), case_.dtype, tensor_key(case_.seed, id), paged);
+    }
     if (target() == Target::gpu) gpu::synchronize();  // the page arrays are freed on return
   }
 

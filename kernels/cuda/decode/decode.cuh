@@ -39,6 +39,7 @@
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/common/spans.hpp"
 #include "cuda/common/warp_tiles.cuh"
+#include "cuda/decode/splits.hpp"
 
 namespace faprobe::cuda::decode {
 
@@ -54,7 +55,7 @@ struct Traits {
   static constexpr int warps = 4;
   static constexpr int threads = warps * 32;
   static constexpr int min_ctas_per_sm = 1;
-  static constexpr int group_rows = 16;  // query heads per CTA: one m16 row tile
+  static constexpr int group_rows = decode::group_rows;
   static constexpr int block_q = group_rows;  // the query rows of a CTA, as the prefill kernels call them
   static constexpr int block_k = 8192 / (HeadDim * 2);
   static constexpr int row_stride = HeadDim + 8;  // halves per shared row: +16 bytes (warp_tiles.cuh)

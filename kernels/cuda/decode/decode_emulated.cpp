@@ -35,8 +35,7 @@ Params make_params(const AttentionArgs& args) {
   require(args.splits == 1 || args.workspace != nullptr, "split-K needs a workspace (decode_workspace_bytes)");
   Params p;
   static_cast<AttentionParams&>(p) = make_attention_params("decode", args);
-  const std::int64_t group = args.heads / args.kv_heads;
-  p.head_chunks = static_cast<int>((group + 15) / 16);
+  p.head_chunks = head_chunks(static_cast<int>(args.heads / args.kv_heads));
   // The grid's y and z extents are limited to 65535 by CUDA; x (the splits) is checked above.
   require(args.kv_heads * p.head_chunks <= 65535 && args.batch <= 65535,
           fmt::format("kv_heads · ceil(group / 16) = {} and batch {} must each be at most 65535 (grid y and z)",

@@ -12,8 +12,13 @@
 
 namespace faprobe::cuda::decode {
 
+// Query heads per CTA: the rows of one m16 tile (decode.cuh). A GQA group larger than this takes
+// ceil(group / 16) CTAs per KV head, along the attention grid's y.
+inline constexpr int group_rows = 16;
+constexpr int head_chunks(int group) { return (group + group_rows - 1) / group_rows; }
+
 struct SplitInputs {
-  std::int64_t ctas = 1;          // CTAs of the unsplit grid: batch · kv_heads · head chunks
+  std::int64_t ctas = 1;          // CTAs of the unsplit grid: batch · kv_heads · head_chunks(group)
   int sms = 1;                    // the GPU's SMs
   int ctas_per_sm = 1;            // resident attention CTAs per SM (occupancy)
   std::int64_t longest_keys = 1;  // keys of the longest batch entry
