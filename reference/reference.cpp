@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "fp8.hpp"
+
 namespace faprobe {
 
 GeneratedInputs::GeneratedInputs(const Case& c)
@@ -62,6 +64,7 @@ Eigen::VectorXd HeadReference::plain_row(const InputSource& inputs, std::int64_t
   Eigen::VectorXd query_row(case_.head_dim);
   inputs.row(TensorId::q, b_, row, h, query_row.data());
   const Eigen::VectorXf query = query_row.cast<float>();
+  if (dtype == DType::fp8_e4m3) return plain_fp8_row(query, visible);
 
   // Plain loops in fp32: each score summed serially over head_dim (as a GEMM's inner product does), rounded
   // to the dtype as a framework's matmul output would be; softmax in fp32; P·V summed serially over keys.
@@ -79,6 +82,28 @@ Eigen::VectorXd HeadReference::plain_row(const InputSource& inputs, std::int64_t
   }
   for (std::int64_t c = 0; c < case_.head_dim; ++c) output(c) = double(round_to(dtype, accumulated(c)));
   return output;
+}
+
+Eigen::VectorXd HeadReference::plain_fp8_row(const Eigen::VectorXf& query, std::int64_t visible) const {
+  // Rounding the unnormalised P̃ (largest element exactly 1), as FA-3 does, rather than the normalised P keeps
+  // it where e4m3 has its 3 bits: at seq_k 4096 a typical normalised probability (~2^-12) is below e4m3's
+  // smallest subnormal (2^-9) and would round to zero.
+  Eigen::VectorXf scores(visible);
+  for (std::int64_t j = 0; j < visible; ++j) {
+    float dot = 0.0f;
+    for (std::int64_t c = 0; c < case_.head_dim; ++c) dot += keys_fp32_(c, j) * query(c);
+    scores(j) = dot * float(case_.scale());
+  }
+  const Eigen::ArrayXf weights = (scores.array() - scores.maxCoeff()).exp();
+  const float row_sum = weights.sum();
+  Eigen::VectorXf accumulated = Eigen::VectorXf::Zero(case_.head_dim);
+  for (std::int64_t j = 0; j < visible; ++j) {
+    accumulated += e4m3_to_float(float_to_e4m3(weights(j))) * values_fp32_.col(j);
+  }
+  const DType output = output_dtype(DType::fp8_e4m3);
+  Eigen::VectorXd row(case_.head_dim);
+  for (std::int64_t c = 0; c < case_.head_dim; ++c) row(c) = double(round_to(output, accumulated(c) / row_sum));
+  return row;
 }
 
 }  // namespace faprobe

@@ -55,9 +55,17 @@ class HeadReference {
   // The same row computed "plainly in the case's precision", as a framework would: fp32 dot products,
   // scores rounded to the dtype, softmax in fp32, P rounded to the dtype, P·V accumulated in fp32, O
   // rounded to the dtype. Its distance from output_row() sets the tolerance (flash-attention's rule).
+  // fp8_e4m3 follows FlashAttention-3's FP8 forward instead (plain_fp8_row).
   Eigen::VectorXd plain_row(const InputSource& inputs, std::int64_t h, std::int64_t row) const;
 
  private:
+  // FA-3's FP8 forward done plainly, over all visible keys at once: S = (Q_fp8·K_fp8ᵀ)·scale_q·scale_k·scale
+  // summed in fp32 and kept in fp32; P̃ = exp(S − max S) in fp32, in [0, 1]; the row sum l over the fp32 P̃;
+  // P̃ rounded to e4m3 without a scale (as FA-3 feeds P to the P·V GEMM); O = (Σ e4m3(P̃)·V_fp8)·scale_v / l
+  // summed in fp32, rounded to bf16 (output_dtype). The inputs are the dequantized values; with power-of-two
+  // scales (fp8.hpp) that is the same computation bit for bit as on the codes.
+  Eigen::VectorXd plain_fp8_row(const Eigen::VectorXf& query, std::int64_t visible) const;
+
   const Case& case_;
   std::int64_t b_;
   Eigen::MatrixXd keys_, values_;            // (seq_k_of(b), head_dim)

@@ -7,9 +7,10 @@ Reads whatever exists (a step that did not run leaves its section out): the GPU 
 outcome of every step, verify's counts and mismatches, the NumPy check of the saved outputs, the best
 TFLOP/s per implementation at the largest sequence length of configs/h200-quick.json (faprobe's CUDA
 implementations and PyTorch's SDPA backends), the kernels' targets as ratios measured in the same run
-(cuda.fa2 against PyTorch's flash backend and against cuda.fa1; cuda.decode-splitk against cuda.decode,
-against the GPU's copy bandwidth, and paged against contiguous), the decode sweep's table
-(configs/decode-gpu.json) and the seed table's rows.
+(cuda.fa2 against PyTorch's flash backend and against cuda.fa1; cuda.fa3 against PyTorch's cuDNN backend and
+against cuda.fa2, its causal and fp8 TFLOP/s; cuda.decode-splitk against cuda.decode, against the GPU's copy
+bandwidth, and paged against contiguous), the FA-3 sweep's table (configs/fa3-vs-fa2.json), the decode
+sweep's table (configs/decode-gpu.json) and the seed table's rows.
 """
 
 import csv
@@ -239,8 +240,129 @@ def targets(work):
     if rows:
         out += ["### cuda.fa2 against cuda.fa1 (configs/fa2-vs-fa1.json); target ≥ 1.5x", ""]
         out += table(["case", "fa1", "fa2", "speedup", "target"], rows) + [""]
+    out += fa3_targets(work)
     out += decode_targets(work)
     return (["## Targets (ratios of median times in this run)", ""] + out) if out else []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# FA-3 (configs/fa3-vs-fa2.json): the issue's targets for cuda.fa3 and the sweep's table
+
+FA3, FA2, CUDNN = "cuda.fa3", "cuda.fa2", "torch.cudnn"
+FA3_SWEEP, FA3_PEERS = "sweep.fa3-vs-fa2", "peers.fa3-vs-fa2"
+FA3_CASE = {"batch": 2, "heads": 16, "kv_heads": 16, "seq_q": 8192, "seq_k": 8192, "head_dim": 128,
+            "mode": "prefill"}  # seq 8k at 16k tokens per call; dtype and mask per target
+# cuda.fa3 at least as fast as cuDNN at bf16, no mask (FA-3 paper, Shah et al. 2024, figure for head_dim 128:
+# 640-660 TFLOP/s on an H100 at this shape); causal at least 550 TFLOP/s; at least 1.5x cuda.fa2; fp8 over
+# 1000 TFLOP/s.
+FA3_CUDNN_TARGET, FA3_CAUSAL_TARGET, FA3_FA2_TARGET, FA3_FP8_TARGET = 1.0, 550.0, 1.5, 1000.0
+
+
+def fa3_records(work):
+    return records(os.path.join(work, "sweep", "fa3-vs-fa2.jsonl"), os.path.join(work, "peers", "fa3-vs-fa2.jsonl"))
+
+
+def tflops_of(record):
+    rate = record.get("tflops")
+    if isinstance(rate, (int, float)):
+        return float(rate)
+    median, flops = (record.get("time_s") or {}).get("median"), record.get("flops")
+    return flops / median / 1e12 if median and isinstance(flops, (int, float)) else None
+
+
+def fa3_targets(work):
+    """The four FA-3 targets at seq 8k, each "met", "missed" or "not measured: why" (rendered even before the
+    sweep has run, so that a run cut short says so)."""
+    by_key = {(r["impl"], shape(r["case"])): r for r in fa3_records(work)}
+
+    def at(dtype, mask):
+        return shape(dict(FA3_CASE, dtype=dtype, mask=mask))
+
+    def timed(impl, key):
+        record = by_key.get((impl, key))
+        return record if record and record["status"] == "ok" and (record.get("time_s") or {}).get("median") else None
+
+    def why_not(impl, key):
+        record = by_key.get((impl, key))
+        if record:
+            return f"{impl} {record['status']}" + (f": {record['reason'][:80]}" if record.get("reason") else "")
+        name = FA3_PEERS if impl.startswith("torch.") else FA3_SWEEP
+        status = step_status(work, name)
+        if not status and name == FA3_PEERS:  # the peer runs only after the sweep
+            name, status = FA3_SWEEP, step_status(work, FA3_SWEEP)
+        if not status or status.startswith("skipped") or "no case ran" in status:  # the step's, said once
+            return f"{name}: {status}" if status else f"{name} has not run"
+        return f"no {impl} record" + (f" ({name}: {status})" if status != "pass" else "")
+
+    def median(record):
+        return record["time_s"]["median"]
+
+    rows = []
+
+    def row(what, key, other, goal, measure):
+        """measure(fa3, other) -> (value text, passed) from timed records; other is None for an absolute goal."""
+        case = label(dict(zip(SHAPE, key)))
+        fa3, peer = timed(FA3, key), timed(other, key) if other else None
+        if fa3 and (peer or not other):
+            value, passed = measure(fa3, peer)
+            rows.append([what, case, f"{tflops_of(fa3):.1f}", f"{other} {tflops_of(peer):.1f}" if peer else "-",
+                         value, goal, "met" if passed else "missed"])
+        else:
+            missing = [why_not(impl, key) for impl, record in ((FA3, fa3), (other, peer)) if impl and not record]
+            rows.append([what, case, f"{tflops_of(fa3):.1f}" if fa3 else "-",
+                         f"{other} {tflops_of(peer):.1f}" if peer else (other or "-"), "-", goal,
+                         "not measured: " + "; ".join(dict.fromkeys(missing))])
+
+    def speedup(target):
+        return lambda fa3, peer: (f"{median(peer) / median(fa3):.2f}x", median(peer) / median(fa3) >= target)
+
+    row(f"as fast as {CUDNN}", at("bf16", "none"), CUDNN, f"≥ {FA3_CUDNN_TARGET:.1f}x", speedup(FA3_CUDNN_TARGET))
+    row("causal TFLOP/s", at("bf16", "causal"), None, f"≥ {FA3_CAUSAL_TARGET:g}",
+        lambda fa3, _: (f"{tflops_of(fa3):.0f} TFLOP/s", tflops_of(fa3) >= FA3_CAUSAL_TARGET))
+    for mask in ("none", "causal"):
+        row(f"speedup over {FA2}", at("bf16", mask), FA2, f"≥ {FA3_FA2_TARGET:.1f}x", speedup(FA3_FA2_TARGET))
+    row("fp8 TFLOP/s", at("fp8_e4m3", "none"), None, f"> {FA3_FP8_TARGET:g}",
+        lambda fa3, _: (f"{tflops_of(fa3):.0f} TFLOP/s", tflops_of(fa3) > FA3_FP8_TARGET))
+    out = [f"### FA-3: {FA3} (configs/fa3-vs-fa2.json): 16k tokens per call, heads 16, head_dim 128, seq 8k", ""]
+    out += table(["target", "case", f"{FA3} TFLOP/s", "against (TFLOP/s)", "measured", "goal", "result"], rows)
+    return out + ["", f"Ratios are of median times on the same case ({FA2}'s or {CUDNN}'s over {FA3}'s); a case "
+                      "whose output mismatched counts as not measured.", ""]
+
+
+def fa3_sweep(work):
+    """The FA-3 sweep as one table: TFLOP/s per case and implementation, and cuda.fa3's ratios."""
+    recs = fa3_records(work)
+    if not any(r["impl"].startswith("cuda.") for r in recs):
+        return []
+    impls = [impl for impl in (FA2, FA3, CUDNN) if any(r["impl"] == impl for r in recs)]
+    impls += sorted({r["impl"] for r in recs} - set(impls))
+    by_key = {(r["impl"], shape(r["case"])): r for r in recs}
+    cases = sorted({shape(r["case"]) for r in recs}, key=lambda k: (k[6] != "bf16", k[6], k[7] != "none", k[4]))
+
+    def cell(record):
+        if record is None:
+            return "-"
+        if record["status"] in ("ok", "mismatch") and (record.get("time_s") or {}).get("median"):
+            return f"{tflops_of(record):.1f}" + (" ✗" if record["status"] == "mismatch" else "")
+        return record["status"] + (f": {record.get('reason', '')[:40]}" if record["status"] in ("skipped", "failed")
+                                   else "")
+
+    def ratio(other, key):
+        mine, theirs = by_key.get((FA3, key)), by_key.get((other, key))
+        if not (mine and theirs and mine["status"] == theirs["status"] == "ok"):
+            return "-"
+        times = (mine.get("time_s") or {}).get("median"), (theirs.get("time_s") or {}).get("median")
+        return f"{times[1] / times[0]:.2f}x" if all(times) else "-"
+
+    rows = []
+    for key in cases:
+        rows.append([label(dict(zip(SHAPE, key)))] + [cell(by_key.get((impl, key))) for impl in impls]
+                    + [ratio(other, key) for other in (FA2, CUDNN) if other in impls and FA3 in impls])
+    header = ["case"] + impls + [f"{FA3} / {other}" for other in (FA2, CUDNN) if other in impls and FA3 in impls]
+    out = ["## FA-3 sweep (configs/fa3-vs-fa2.json: 16k tokens per call, heads 16, head_dim 128), TFLOP/s", ""]
+    out += table(header, rows)
+    return out + ["", "Median time; FLOPs count only the keys a causal row sees; a ratio is the other's median time "
+                      f"over {FA3}'s (cases that ran and matched). ✗: the output mismatched. {CUDNN} takes no fp8.", ""]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -492,7 +614,7 @@ def main(argv):
     work = argv[0]
     gpu = next(iter(csv.reader(read(os.path.join(work, "env", "nvidia-smi.csv")).splitlines()[1:2])), ["no GPU"])
     out = [f"# faprobe device check: {gpu[0]}", ""] + machine(work) + ["", "## Steps", ""] + steps(work) + [""]
-    for section in (probes, verify, saved, throughput, targets, decode_sweep, seed_table, peers):
+    for section in (probes, verify, saved, throughput, targets, fa3_sweep, decode_sweep, seed_table, peers):
         try:
             out += section(work)
         except Exception as error:  # one malformed file must not lose the rest of the summary

@@ -119,7 +119,8 @@ double Case::flops() const {
 }
 
 double Case::min_bytes() const {
-  return double(dtype_bytes(dtype)) * (2.0 * double(q_elements()) + 2.0 * double(kv_elements()));
+  return double(dtype_bytes(dtype)) * (double(q_elements()) + 2.0 * double(kv_elements())) +
+         double(dtype_bytes(output_dtype(dtype))) * double(q_elements());
 }
 
 std::string Case::label() const {

@@ -70,7 +70,7 @@ struct Case {
   double avg_keys() const;  // mean of visible_keys over the rows and batch entries
 
   double flops() const;      // 4 · batch · heads · seq_q · avg_k · head_dim
-  double min_bytes() const;  // Q, K, V read once and O written once, in the case's dtype
+  double min_bytes() const;  // Q, K, V read once in the case's dtype, O written once in output_dtype(dtype)
 
   std::int64_t q_elements() const { return batch * seq_q * heads * head_dim; }
   std::int64_t kv_elements() const { return total_keys() * kv_heads * head_dim; }  // real lengths, no padding

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "errors.hpp"
+#include "fp8.hpp"
 
 namespace faprobe {
 
@@ -40,9 +41,9 @@ float round_to(DType dtype, float value) {
     case DType::fp32: return value;
     case DType::fp16: return static_cast<float>(Eigen::half(value));
     case DType::bf16: return static_cast<float>(Eigen::bfloat16(value));
-    case DType::fp8_e4m3: break;
+    case DType::fp8_e4m3: return dequantize_e4m3(quantize_e4m3(value, fp8_input_scale), fp8_input_scale);
   }
-  throw std::invalid_argument("round_to: fp8_e4m3 is not supported on the CPU");
+  throw std::invalid_argument("round_to: unknown dtype");
 }
 
 }  // namespace faprobe

@@ -12,6 +12,10 @@ namespace faprobe {
 
 enum class TensorId : std::uint32_t { q = 0, k = 1, v = 2 };
 
+// Every input value x satisfies |x| < input_bound (the sum of twelve uniforms in (0, 1) minus six): the
+// amax that fp8 cases scale by (fp8.hpp), known without a pass over any tensor.
+inline constexpr float input_bound = 6.0f;
+
 // SplitMix64's finaliser (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
 constexpr std::uint64_t mix64(std::uint64_t z) {
   z += 0x9e3779b97f4a7c15ULL;

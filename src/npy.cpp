@@ -304,10 +304,7 @@ std::string npy_header(std::string_view descr, const HostTensor& t) {
 }  // namespace
 
 void write_npy(const std::string& path, const HostTensor& tensor) {
-  if (tensor.dtype() == DType::fp8_e4m3) {
-    throw std::invalid_argument(fmt::format("cannot write {}: dtype fp8_e4m3 has no .npy equivalent", path));
-  }
-  const bool widen = tensor.dtype() == DType::bf16;
+  const bool widen = tensor.dtype() == DType::bf16 || tensor.dtype() == DType::fp8_e4m3;
   const std::string header = npy_header(tensor.dtype() == DType::fp16 ? "<f2" : "<f4", tensor);
 
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -317,12 +314,12 @@ void write_npy(const std::string& path, const HostTensor& tensor) {
   if (!widen) {
     out.write(tensor.data<char>(), static_cast<std::streamsize>(count * dtype_bytes(tensor.dtype())));
   } else {
-    // bf16 -> fp32 is exact; widen a chunk at a time so that saving never doubles the tensor's memory.
-    const Eigen::bfloat16* source = tensor.data<Eigen::bfloat16>();
+    // bf16 -> fp32 and dequantized e4m3 -> fp32 are exact; widen a chunk at a time so that saving never
+    // doubles the tensor's memory.
     std::vector<float> chunk(std::min<std::size_t>(count, 1 << 16));
     for (std::size_t done = 0; done < count && out;) {
       const std::size_t n = std::min(chunk.size(), count - done);
-      for (std::size_t i = 0; i < n; ++i) chunk[i] = static_cast<float>(source[done + i]);
+      for (std::size_t i = 0; i < n; ++i) chunk[i] = tensor.get(std::int64_t(done + i));
       out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(n * sizeof(float)));
       done += n;
     }

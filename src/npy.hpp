@@ -18,8 +18,9 @@
 namespace faprobe {
 
 // Writes a version 1.0 .npy file with shape (batch, seq, heads, head_dim): fp32 as '<f4', fp16 as '<f2',
-// bf16 widened (exactly) to '<f4' because NumPy has no bfloat16. Throws std::runtime_error naming the
-// file when it cannot be written, std::invalid_argument for fp8 (no host storage, no NumPy type).
+// bf16 widened (exactly) to '<f4' because NumPy has no bfloat16, and fp8_e4m3 as its dequantized values
+// (code · scale, exact) in '<f4', since NumPy has no e4m3 either. Throws std::runtime_error naming the
+// file when it cannot be written.
 void write_npy(const std::string& path, const HostTensor& tensor);
 
 // Reads a 4-D C-order '<f4' (-> fp32) or '<f2' (-> fp16) array. `flag` is the command-line flag the

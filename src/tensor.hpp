@@ -1,5 +1,8 @@
 // A host tensor in (batch, seq, heads, head_dim) layout, stored in the case's dtype, allocated through the
 // counting allocator. Q and O have `heads` heads and seq_q rows; K and V have kv_heads heads and seq_k rows.
+// An fp8_e4m3 tensor holds one e4m3 code per element (std::uint8_t) of value / fp8_input_scale, the scale
+// every fp8 input shares (fp8.hpp); get, set and row convert through it, so they see dequantized values.
+// The output of a case is in output_dtype(c.dtype): bf16 for an fp8 case.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -50,7 +53,7 @@ struct AttentionInputs {
   KvLayout layout;
 };
 AttentionInputs make_inputs(const Case& c);
-HostTensor make_output(const Case& c);  // O, shaped like Q, uninitialised
+HostTensor make_output(const Case& c);  // O, shaped like Q, in output_dtype(c.dtype), uninitialised
 // Element i of the tensor = the generator's value i (a contiguous layout, where storage = logical order).
 void fill_input(HostTensor& tensor, std::uint64_t seed, TensorId id);
 // K or V in `layout`: each storage row holds its logical row's values, a page's padding rows NaN.

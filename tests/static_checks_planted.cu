@@ -1,10 +1,16 @@
 // Planted defects for test_static_checks, compiled without -warn-spills/-warn-lmem-usage and never linked
-// into faprobe; the static checks must flag both, which shows they can fail:
+// into faprobe; the static checks must flag each, which shows they can fail:
 // - local_array_kernel: a per-thread array indexed by data cannot live in registers, so ptxas puts it in
 //   local memory (a 256-byte stack frame, STL/LDL in the SASS);
-// - register_spill_kernel: 96 running sums live across a loop, built with --maxrregcount=24 (tests/CMakeLists),
-//   so ptxas spills registers.
-// Neither has a tensor-core instruction, for the negative instruction check.
+// - register_spill_kernel: 96 running sums live across a loop in at most 24 registers (__maxnreg__: a cap on
+//   this kernel alone, since --maxrregcount for the file would tell ptxas every kernel's register count at
+//   entry and hide the next defect), so ptxas spills registers;
+// - setmaxnreg_unbounded_kernel (sm_90a): one warpgroup hands registers to the other with setmaxnreg, as
+//   FA-3's producer and consumers do, but without __launch_bounds__(threads, blocks per SM) ptxas cannot
+//   tell the register count at entry and drops it: "(C7508) Potential Performance Loss: 'setmaxnreg'
+//   ignored", and no USETMAXREG in the SASS. Its twin setmaxnreg_bounded_kernel, with the bounds, is the
+//   control that the same checks pass. (Below sm_90a the instruction layer traps instead.)
+// None has a tensor-core instruction, for the negative instruction check.
 #include <cstdint>
 
 #include "cuda/common/isa.hpp"
@@ -20,7 +26,7 @@ __global__ void local_array_kernel(cuda::GlobalSpan<float> values, cuda::GlobalS
   values[thread] = per_thread[slots[thread] % 64];
 }
 
-__global__ void register_spill_kernel(cuda::GlobalSpan<float> values, cuda::GlobalSpan<const float> inputs) {
+__global__ void __maxnreg__(24) register_spill_kernel(cuda::GlobalSpan<float> values, cuda::GlobalSpan<const float> inputs) {
   constexpr int kSums = 96;
   float sums[kSums];
   for (int s = 0; s < kSums; ++s) sums[s] = float(s);
@@ -31,6 +37,25 @@ __global__ void register_spill_kernel(cuda::GlobalSpan<float> values, cuda::Glob
   float total = 0.0f;
   for (int s = 0; s < kSums; ++s) total += sums[s] * sums[(s + 7) % kSums];
   values[cuda::isa::thread_idx_x()] = total;
+}
+
+// Two warpgroups: the first (a producer's role) releases registers down to 40, the second (a consumer's)
+// takes up to 232; 256 threads at one block per SM fit either way.
+__device__ void exchange_registers(cuda::GlobalSpan<float> values) {
+  const unsigned thread = cuda::isa::thread_idx_x();
+  if (thread / 128 == 0) {
+    cuda::isa::setmaxnreg<40, false>();
+    values[thread] = 1.0f;
+  } else {
+    cuda::isa::setmaxnreg<232, true>();
+    values[thread] = 2.0f;
+  }
+}
+
+__global__ void setmaxnreg_unbounded_kernel(cuda::GlobalSpan<float> values) { exchange_registers(values); }
+
+__global__ void __launch_bounds__(256, 1) setmaxnreg_bounded_kernel(cuda::GlobalSpan<float> values) {
+  exchange_registers(values);
 }
 
 }  // namespace faprobe::planted

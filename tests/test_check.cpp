@@ -1,10 +1,13 @@
 // The checker: what it samples, that it passes the reference itself, and that it catches damage that is
 // just above the tolerance, NaNs, and wrong rows that only the sampled edges would reveal.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "fp8.hpp"
 #include "reference/check.hpp"
 
 namespace faprobe {
@@ -112,6 +115,134 @@ TEST(Check, NanAndRowsThatShouldBeZeroAreCaught) {
   const VerifyResult result = check_output(c, GeneratedInputs(c), out);
   EXPECT_FALSE(result.passed);
   EXPECT_NE(result.note.find("non-finite"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// fp8_e4m3: the plain computation is FlashAttention-3's FP8 forward (plain_fp8_row); the output is bf16.
+
+// The plain rows themselves, as an output.
+HostTensor plain_output(const Case& c) {
+  HostTensor out = make_output(c);
+  const GeneratedInputs inputs(c);
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t h = 0; h < c.heads; ++h) {
+      const HeadReference reference(c, inputs, b, c.kv_head_of(h));
+      for (std::int64_t row = 0; row < c.seq_q; ++row) {
+        const Eigen::VectorXd values = reference.plain_row(inputs, h, row);
+        for (std::int64_t col = 0; col < c.head_dim; ++col) out.set(out.offset(b, row, h) + col, float(values(col)));
+      }
+    }
+  return out;
+}
+
+enum class Fp8Defect { none, p_not_rounded, v_scale_dropped, q_scale_dropped };
+
+// An FA-3-style fp8 kernel written out on the codes, from the paper's algorithm rather than from
+// plain_fp8_row: keys in blocks of block_k, S = (Σ q_code·k_code)·scale_q·scale_k·scale in fp32, an online
+// softmax (running max, rescaled row sum and accumulator), each block's P̃ = exp(S − running max) rounded to
+// e4m3, O += e4m3(P̃)·v_code in fp32, and at the end O·scale_v / row sum rounded to bf16.
+HostTensor fp8_kernel_output(const Case& c, std::int64_t block_k, Fp8Defect defect) {
+  HostTensor out = make_output(c);
+  const GeneratedInputs inputs(c);
+  const float q_scale = fp8_tensor_scale(TensorId::q), k_scale = fp8_tensor_scale(TensorId::k),
+              v_scale = fp8_tensor_scale(TensorId::v);
+  const float score_scale = (defect == Fp8Defect::q_scale_dropped ? 1.0f : q_scale) * k_scale * float(c.scale());
+  const std::size_t d = std::size_t(c.head_dim);
+  std::vector<double> row(d);
+  const auto codes = [&](TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, float scale) {
+    inputs.row(id, b, s, h, row.data());
+    std::vector<float> values(d);
+    for (std::size_t i = 0; i < d; ++i) values[i] = e4m3_to_float(quantize_e4m3(float(row[i]), scale));
+    return values;
+  };
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t h = 0; h < c.heads; ++h) {
+      std::vector<std::vector<float>> keys, values;
+      for (std::int64_t j = 0; j < c.seq_k_of(b); ++j) {
+        keys.push_back(codes(TensorId::k, b, j, c.kv_head_of(h), k_scale));
+        values.push_back(codes(TensorId::v, b, j, c.kv_head_of(h), v_scale));
+      }
+      for (std::int64_t r = 0; r < c.seq_q; ++r) {
+        const std::vector<float> q = codes(TensorId::q, b, r, h, q_scale);
+        const std::int64_t visible = c.visible_keys(b, r);
+        float running_max = -INFINITY, row_sum = 0.0f;
+        std::vector<float> o(d, 0.0f);
+        for (std::int64_t start = 0; start < visible; start += block_k) {
+          const std::int64_t end = std::min(visible, start + block_k);
+          std::vector<float> scores;
+          for (std::int64_t j = start; j < end; ++j) {
+            float dot = 0.0f;
+            for (std::size_t i = 0; i < d; ++i) dot += q[i] * keys[std::size_t(j)][i];
+            scores.push_back(dot * score_scale);
+          }
+          const float new_max = std::max(running_max, *std::max_element(scores.begin(), scores.end()));
+          const float rescale = std::exp(running_max - new_max);
+          row_sum *= rescale;
+          for (float& value : o) value *= rescale;
+          for (std::size_t j = 0; j < scores.size(); ++j) {
+            const float p = std::exp(scores[j] - new_max);
+            row_sum += p;
+            const float p_fp8 = defect == Fp8Defect::p_not_rounded ? p : e4m3_to_float(float_to_e4m3(p));
+            for (std::size_t i = 0; i < d; ++i) o[i] += p_fp8 * values[std::size_t(start) + j][i];
+          }
+          running_max = new_max;
+        }
+        const float o_scale = defect == Fp8Defect::v_scale_dropped ? 1.0f : v_scale;
+        for (std::size_t i = 0; i < d; ++i) {
+          out.set(out.offset(b, r, h) + std::int64_t(i), visible == 0 ? 0.0f : o[i] * o_scale / row_sum);
+        }
+      }
+    }
+  return out;
+}
+
+Case fp8_case(std::int64_t seq_q, std::int64_t seq_k, std::int64_t head_dim, Mask mask) {
+  Case c = small_case(DType::fp8_e4m3);
+  c.seq_q = seq_q;
+  c.seq_k = seq_k;
+  c.head_dim = head_dim;
+  c.mask = mask;
+  return c;
+}
+
+TEST(CheckFp8, ThePlainComputationAndTheReferencePassWithABf16Output) {
+  const Case c = small_case(DType::fp8_e4m3);
+  const HostTensor plain = plain_output(c);
+  EXPECT_EQ(plain.dtype(), DType::bf16);
+  const VerifyResult result = check_output(c, GeneratedInputs(c), plain);
+  EXPECT_TRUE(result.passed) << result.note;
+  EXPECT_EQ(result.rows_checked, 8 * 33);
+  EXPECT_GT(result.max_abs_diff, 0.0);  // e4m3 probabilities: the plain rows are not the reference
+  EXPECT_GT(result.tolerance, tolerance_floor(DType::fp8_e4m3));
+  // Coarser than bf16 (P in e4m3 has 3 bits), yet far below what a dropped scale does to an output.
+  const Case bf16 = small_case(DType::bf16);
+  EXPECT_GT(result.tolerance, check_output(bf16, GeneratedInputs(bf16), reference_output(bf16)).tolerance);
+  EXPECT_LT(result.tolerance, 0.2);
+  const VerifyResult exact = check_output(c, GeneratedInputs(c), reference_output(c));
+  EXPECT_TRUE(exact.passed) << exact.note;
+}
+
+TEST(CheckFp8, ABlockedOnlineSoftmaxKernelPassesAndDroppedScalesFail) {
+  // Rows that see a few keys (where P̃'s rounding moves with the running max the most) to a few hundred; one
+  // key per block (each P̃ rounded against a different max) to blocks longer than the row.
+  for (const Case& c : {fp8_case(33, 40, 16, Mask::causal), fp8_case(70, 200, 64, Mask::none),
+                        fp8_case(129, 129, 128, Mask::causal), fp8_case(1, 300, 64, Mask::none),
+                        fp8_case(1, 3, 64, Mask::none)}) {
+    SCOPED_TRACE(c.label());
+    const GeneratedInputs inputs(c);
+    for (const std::int64_t block_k : {1, 16, 176}) {
+      const VerifyResult kernel = check_output(c, inputs, fp8_kernel_output(c, block_k, Fp8Defect::none));
+      EXPECT_TRUE(kernel.passed) << "block_k " << block_k << ": " << kernel.note;
+    }
+    // Not rounding P is more accurate, not a defect.
+    const VerifyResult unrounded = check_output(c, inputs, fp8_kernel_output(c, 64, Fp8Defect::p_not_rounded));
+    EXPECT_TRUE(unrounded.passed) << unrounded.note;
+    // V's scale dropped: the output is 64 times too large. Q's scale dropped: scores 64 times too peaked.
+    const VerifyResult no_v_scale = check_output(c, inputs, fp8_kernel_output(c, 64, Fp8Defect::v_scale_dropped));
+    EXPECT_FALSE(no_v_scale.passed) << "max_abs_diff " << no_v_scale.max_abs_diff;
+    const VerifyResult no_q_scale = check_output(c, inputs, fp8_kernel_output(c, 64, Fp8Defect::q_scale_dropped));
+    EXPECT_FALSE(no_q_scale.passed) << "max_abs_diff " << no_q_scale.max_abs_diff;
+  }
 }
 
 }  // namespace

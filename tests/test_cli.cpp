@@ -249,6 +249,19 @@ TEST_F(Cli, UnsupportedAndOverLimitCasesAreRecordedWithReasons) {
   EXPECT_EQ(records[1].status, Status::unsupported);
 }
 
+TEST_F(Cli, Fp8CasesAreUnsupportedOnTheCpuWithTheReason) {
+  const Result run = faprobe("run --impl cpu.tiled --dtype fp8_e4m3 --seq 64 --heads 2 --head-dim 16 "
+                             "--min-samples 1 --min-time 0 --max-time 1 --out r.jsonl");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const auto records = read_jsonl(path("r.jsonl").string());
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, Status::unsupported);
+  EXPECT_NE(records[0].reason.find("fp8_e4m3 is not supported: CPU implementations compute on fp32, fp16 or bf16"),
+            std::string::npos)
+      << records[0].reason;
+  EXPECT_NE(run.out.find("fp8_e4m3 is not supported"), std::string::npos) << run.out;
+}
+
 TEST_F(Cli, StrictMakesAnUnsupportedPairAnErrorInSweepVerifyAndRun) {
   const std::string tiny = " --seq 64 --heads 2 --head-dim 16 --min-samples 1 --min-time 0 --max-time 1";
   for (const std::string command : {"sweep", "verify", "run"}) {

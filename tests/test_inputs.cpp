@@ -51,7 +51,7 @@ TEST(Inputs, RegeneratedRowsEqualTheTensorsImplementationsGet) {
   c.seq_q = 5;
   c.seq_k = 9;
   c.head_dim = 16;
-  for (DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+  for (DType dtype : {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3}) {
     c.dtype = dtype;
     const AttentionInputs inputs = make_inputs(c);
     const GeneratedInputs generated(c);

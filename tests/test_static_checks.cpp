@@ -12,10 +12,21 @@
 //
 // uses_instruction() asserts that an instruction occurs in the SASS of the kernels whose name matches a
 // pattern, and fails when no kernel matches (it never passes vacuously): the instruction probes
-// (kernels/cuda/probes/) use HMMA (mma.sync) and LDSM (ldmatrix), and the fa1, fa2 and decode kernels HMMA.
+// (kernels/cuda/probes/) use HMMA (mma.sync), LDSM (ldmatrix) and, for sm_90a, UTMALDG and UTMASTG (the
+// tensor copies), and the fa1, fa2 and decode kernels HMMA.
 //
-// The planted defects (static_checks_planted.cu: local memory, register spills, no tensor cores) show
-// that each check can fail.
+// The FA-3 kernels (kernels/cuda/fa3/, sm_90a only), one test per kernel and check, by name:
+// fa3_{fp16,bf16}_hdim{64,128,256} must be in the library (absent: a failure), fa3_fp8_e4m3_hdim{64,128,256}
+// are checked where they are built (absent: a skip that says so). Each has, in its sm_90a SASS, wgmma
+// (HGMMA.64xNxK; QGMMA.64xNxK for fp8, which is what e4m3 wgmma assembles to) and TMA loads (UTMALDG), no
+// local memory, and setmaxnreg kept: USETMAXREG in the SASS, and ptxas -v reports no spill and never
+// "(C7508) Potential Performance Loss: 'setmaxnreg' ignored; unable to determine register count at
+// entry", which is what it says, and then drops every setmaxnreg of the kernel, when the kernel lacks
+// __launch_bounds__ with both the thread count and the blocks per SM (and no register cap says it).
+//
+// The planted defects (static_checks_planted.cu: local memory, register spills, no tensor cores, setmaxnreg
+// ignored) show that each check can fail; the planted setmaxnreg kernel's twin with launch bounds, that the
+// setmaxnreg checks pass a kernel that keeps it.
 //
 // cuobjdump (with the nvdisasm it runs for -sass) is found as $FAPROBE_CUOBJDUMP, else next to nvcc,
 // else in the pip target scripts/test installs it into (build/tools/cuda-binary-tools, from PyPI's
@@ -147,6 +158,13 @@ std::string dump_library(const std::string& library) {
 
 // --- What cuobjdump says about each function ---
 
+// A symbol demangled ("faprobe::cuda::fa2::fa2_bf16_hdim128(faprobe::cuda::fa2::Params)"), or as it is.
+std::string demangle(const std::string& name) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), std::free);
+  return status == 0 && text ? std::string(text.get()) : name;
+}
+
 struct Function {
   std::string object;  // the archive member, "matrix_probes.cu.o"
   std::string arch;    // "sm_80", "sm_90a"
@@ -156,11 +174,7 @@ struct Function {
   std::vector<std::string> sass;          // instructions without address and predicate: "HMMA.16816.F32 R8, R4, R2, R12"
 
   std::string id() const { return demangled() + " [" + arch + ", " + object + "]"; }
-  std::string demangled() const {
-    int status = 0;
-    std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), std::free);
-    return status == 0 && text ? std::string(text.get()) : name;
-  }
+  std::string demangled() const { return demangle(name); }
   // The opcode of each instruction: "HMMA" for "HMMA.16816.F32 R8, ...".
   bool uses(const std::string& opcode) const {
     for (const std::string& instruction : sass) {
@@ -168,6 +182,13 @@ struct Function {
           (instruction.size() == opcode.size() || instruction[opcode.size()] == '.' || instruction[opcode.size()] == ' ')) {
         return true;
       }
+    }
+    return false;
+  }
+  // Whether some instruction matches pattern (searched): R"(^HGMMA\.64x\d+x\d+)" for any wgmma shape.
+  bool matches(const std::regex& pattern) const {
+    for (const std::string& instruction : sass) {
+      if (std::regex_search(instruction, pattern)) return true;
     }
     return false;
   }
@@ -284,11 +305,24 @@ const std::vector<std::string> kBuiltArchitectures = {"sm_80", "sm_90a"};
 struct PtxasFunction {
   std::string arch, name;
   long stack_frame = -1, spill_stores = -1, spill_loads = -1;
+  bool setmaxnreg_ignored = false;  // ptxas said "(C7508) ... 'setmaxnreg' ignored" for this entry
 };
 
+// ptxas's note that it dropped setmaxnreg: an "info" line since CUDA 13, a warning before. It names no
+// function, so a PTX file whose output has it and that holds several entries is compiled again one entry
+// at a time (ptxas -e NAME) to find whose it is.
+const std::regex kSetmaxnregIgnored(R"(\(C7508\)|'setmaxnreg' ignored)");
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 // Extracts the PTX of every object (`cuobjdump -xptx all`, which also lists the ptxas options each was
-// built with) and compiles each again with `ptxas -v` and those options, collecting "Function properties".
-std::vector<PtxasFunction> ptxas_report(const std::string& library) {
+// built with) and compiles each again with `ptxas -v` and those options, collecting "Function properties"
+// and the entries whose setmaxnreg ptxas ignored. With only_with, only the PTX files that contain that text
+// (a kernel's name) are compiled.
+std::vector<PtxasFunction> ptxas_report(const std::string& library, const std::string& only_with = "") {
   const std::string& tool = cuobjdump();
   if (tool.empty()) return {};
   const fs::path directory = fs::temp_directory_path() / ("faprobe-ptx-" + std::to_string(::getpid()) + "-" +
@@ -303,22 +337,29 @@ std::vector<PtxasFunction> ptxas_report(const std::string& library) {
   static const std::regex properties(R"(Function properties for (\S+))");
   static const std::regex counts(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
   static const std::regex arch_option(R"(-arch=(sm_\w+))");
+  static const std::regex entry(R"(Compiling entry function '([^']+)')");
   std::vector<PtxasFunction> report;
   std::stringstream lines(listing.output);
   std::smatch match;
   for (std::string line; std::getline(lines, line);) {
     if (!std::regex_search(line, match, extracted)) continue;
     const std::string file = match[1], options = match[2];
+    const std::string ptx = (directory / file).string();
+    if (!only_with.empty() && read_file(ptx).find(only_with) == std::string::npos) continue;
     std::smatch arch;
     const std::string arch_name = std::regex_search(options, arch, arch_option) ? std::string(arch[1]) : "?";
-    const CommandResult ptxas = run_command(shell_quoted(FAPROBE_PTXAS) + " -v " + options + " " +
-                                            shell_quoted((directory / file).string()) + " -o /dev/null");
+    const std::string command = shell_quoted(FAPROBE_PTXAS) + " -v " + options;
+    const CommandResult ptxas = run_command(command + " " + shell_quoted(ptx) + " -o /dev/null");
     EXPECT_EQ(ptxas.status, 0) << "ptxas -v " << options << " " << file << ":\n" << ptxas.output.substr(0, 4000);
+    const std::size_t first = report.size();
+    std::set<std::string> entries;
     std::stringstream ptxas_lines(ptxas.output);
     PtxasFunction* open = nullptr;
     for (std::string out; std::getline(ptxas_lines, out);) {
       std::smatch found;
-      if (std::regex_search(out, found, properties)) {
+      if (std::regex_search(out, found, entry)) {
+        entries.insert(found[1]);
+      } else if (std::regex_search(out, found, properties)) {
         report.push_back({arch_name, found[1]});
         open = &report.back();
       } else if (open != nullptr && std::regex_search(out, found, counts)) {
@@ -327,6 +368,20 @@ std::vector<PtxasFunction> ptxas_report(const std::string& library) {
         open->spill_loads = std::stol(found[3]);
         open = nullptr;
       }
+    }
+    if (!std::regex_search(ptxas.output, kSetmaxnregIgnored)) continue;
+    for (std::size_t i = first; i < report.size(); ++i) {
+      PtxasFunction& f = report[i];
+      if (entries.count(f.name) == 0) continue;  // a device function's properties: ptxas -e takes entries only
+      if (entries.size() == 1) {
+        f.setmaxnreg_ignored = true;
+        continue;
+      }
+      const CommandResult alone =
+          run_command(command + " -e " + shell_quoted(f.name) + " " + shell_quoted(ptx) + " -o /dev/null");
+      EXPECT_EQ(alone.status, 0) << "ptxas -v " << options << " -e " << f.name << " " << file << ":\n"
+                                 << alone.output.substr(0, 4000);
+      f.setmaxnreg_ignored = std::regex_search(alone.output, kSetmaxnregIgnored);
     }
   }
   fs::remove_all(directory);
@@ -395,6 +450,9 @@ TEST_F(StaticChecks, PtxasReportsNoStackAndNoSpills) {
 TEST_F(StaticChecks, InstructionProbesUseTheirInstructions) {
   EXPECT_TRUE(uses_instruction(kernels_library(), "HMMA", "probes::mma_m16n8k16_kernel"));
   EXPECT_TRUE(uses_instruction(kernels_library(), "LDSM", "probes::ldmatrix_kernel"));
+  // TMA exists from sm_90 only: the sm_80 build of the tensor-copy probe is a trapping stub.
+  EXPECT_TRUE(uses_instruction(kernels_library(), "UTMALDG", "probes::tma_copy_kernel", {"sm_90a"}));
+  EXPECT_TRUE(uses_instruction(kernels_library(), "UTMASTG", "probes::tma_copy_kernel", {"sm_90a"}));
 }
 
 TEST_F(StaticChecks, FlashKernelsUseTensorCores) {
@@ -404,6 +462,125 @@ TEST_F(StaticChecks, FlashKernelsUseTensorCores) {
   EXPECT_TRUE(uses_instruction(kernels_library(), "HMMA", "decode_(fp16|bf16)_hdim")) << "the decode attention kernels";
   EXPECT_TRUE(uses_instruction(kernels_library(), "LDSM", "decode_(fp16|bf16)_hdim")) << "ldmatrix for the decode tiles";
 }
+
+// --- The FA-3 kernels (kernels/cuda/fa3/): Hopper only, built for sm_90a alone ---
+
+const std::string kHopper = "sm_90a";
+
+// The functions for arch whose demangled name has `name` as a whole word ("fa3_bf16_hdim128", not
+// "fa3_bf16_hdim128_combine"), from cuobjdump or from ptxas.
+std::regex named(const std::string& name) { return std::regex("\\b" + name + "\\b"); }
+
+std::vector<const Function*> functions_named(const std::vector<Function>& functions, const std::string& name,
+                                             const std::string& arch) {
+  std::vector<const Function*> found;
+  for (const Function& f : functions) {
+    if (f.arch == arch && std::regex_search(f.demangled(), named(name))) found.push_back(&f);
+  }
+  return found;
+}
+
+std::vector<const PtxasFunction*> ptxas_named(const std::vector<PtxasFunction>& report, const std::string& name,
+                                              const std::string& arch) {
+  std::vector<const PtxasFunction*> found;
+  for (const PtxasFunction& f : report) {
+    if (f.arch == arch && std::regex_search(demangle(f.name), named(name))) found.push_back(&f);
+  }
+  return found;
+}
+
+// setmaxnreg kept in every sm_90a kernel named `name`: USETMAXREG in its SASS, and no C7508 from ptxas for
+// it. Empty when kept; never empty for a kernel that is not there.
+std::vector<std::string> setmaxnreg_problems(const std::vector<Function>& functions,
+                                             const std::vector<PtxasFunction>& report, const std::string& name) {
+  std::vector<std::string> problems;
+  const std::vector<const Function*> compiled = functions_named(functions, name, kHopper);
+  if (compiled.empty()) problems.push_back("no kernel named " + name + " for " + kHopper);
+  for (const Function* f : compiled) {
+    if (!f->uses("USETMAXREG")) problems.push_back("no USETMAXREG (setmaxnreg) in " + f->id());
+  }
+  const std::vector<const PtxasFunction*> reported = ptxas_named(report, name, kHopper);
+  if (reported.empty()) problems.push_back("ptxas -v reported nothing for " + name + " [" + kHopper + "]");
+  for (const PtxasFunction* f : reported) {
+    if (f->setmaxnreg_ignored) {
+      problems.push_back(demangle(f->name) + " [" + f->arch + "]: ptxas: (C7508) 'setmaxnreg' ignored; unable to "
+                         "determine register count at entry (__launch_bounds__ needs the thread count and the "
+                         "blocks per SM)");
+    }
+  }
+  return problems;
+}
+
+struct HopperKernel {
+  std::string name;  // the __global__ function
+  std::string mma;   // its wgmma's SASS opcode: HGMMA (fp16, bf16) or QGMMA (fp8)
+  bool required;     // absent from the library: a failure, or (fp8, until it lands) a skip
+};
+
+std::ostream& operator<<(std::ostream& out, const HopperKernel& kernel) { return out << kernel.name; }
+
+std::vector<HopperKernel> fa3_kernels(const std::vector<std::string>& dtypes, const std::string& mma, bool required) {
+  std::vector<HopperKernel> kernels;
+  for (const std::string& dtype : dtypes) {
+    for (int head_dim : {64, 128, 256}) {
+      kernels.push_back({"fa3_" + dtype + "_hdim" + std::to_string(head_dim), mma, required});
+    }
+  }
+  return kernels;
+}
+
+class Fa3Kernel : public StaticChecks, public ::testing::WithParamInterface<HopperKernel> {
+ protected:
+  void SetUp() override {
+    StaticChecks::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    const HopperKernel& kernel = GetParam();
+    if (!functions_named(kernels_library(), kernel.name, kHopper).empty()) return;
+    std::string fa3_names;
+    for (const Function& f : kernels_library()) {
+      if (f.arch == kHopper && f.demangled().find("fa3") != std::string::npos) fa3_names += "\n  " + f.demangled();
+    }
+    if (!kernel.required) {
+      GTEST_SKIP() << kernel.name << " is not in " << FAPROBE_KERNELS_LIBRARY << " for " << kHopper
+                   << " (the FA-3 fp8 kernels are checked once they are built)";
+    }
+    FAIL() << "no kernel named " << kernel.name << " for " << kHopper << " in " << FAPROBE_KERNELS_LIBRARY
+           << " (kernels/cuda/fa3/: one __global__ function per dtype and head_dim). FA-3 functions there:"
+           << (fa3_names.empty() ? std::string(" none") : fa3_names);
+  }
+};
+
+// In the SASS: wgmma (m64nNkK), TMA loads, and no local memory (-res-usage's STACK and LOCAL, LDL/STL).
+TEST_P(Fa3Kernel, UsesWgmmaAndTmaWithoutLocalMemory) {
+  const HopperKernel& kernel = GetParam();
+  const std::regex wgmma("^" + kernel.mma + R"(\.64x\d+x\d+)");  // "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], ..."
+  std::vector<std::string> problems;
+  for (const Function* f : functions_named(kernels_library(), kernel.name, kHopper)) {
+    if (!f->matches(wgmma)) problems.push_back("no " + kernel.mma + ".64xNxK (wgmma) in " + f->id());
+    if (!f->uses("UTMALDG")) problems.push_back("no UTMALDG (TMA load) in " + f->id());
+    for (const std::string& use : local_memory_uses({*f})) problems.push_back(use);
+  }
+  EXPECT_TRUE(problems.empty()) << joined(problems);
+}
+
+// ptxas -v on the kernel's PTX: no stack frame, no spills, setmaxnreg not ignored; and USETMAXREG in the SASS.
+TEST_P(Fa3Kernel, KeepsSetmaxnregAndSpillsNothing) {
+  const HopperKernel& kernel = GetParam();
+  const std::vector<PtxasFunction> report = ptxas_report(FAPROBE_KERNELS_LIBRARY, kernel.name);
+  std::vector<std::string> problems = setmaxnreg_problems(kernels_library(), report, kernel.name);
+  for (const PtxasFunction* f : ptxas_named(report, kernel.name, kHopper)) {
+    if (f->stack_frame != 0 || f->spill_stores != 0 || f->spill_loads != 0) {
+      problems.push_back(demangle(f->name) + " [" + f->arch + "]: " + std::to_string(f->stack_frame) +
+                         " bytes stack frame, " + std::to_string(f->spill_stores) + " bytes spill stores, " +
+                         std::to_string(f->spill_loads) + " bytes spill loads");
+    }
+  }
+  EXPECT_TRUE(problems.empty()) << joined(problems);
+}
+
+const auto kernel_name = [](const ::testing::TestParamInfo<HopperKernel>& info) { return info.param.name; };
+INSTANTIATE_TEST_SUITE_P(Fa3, Fa3Kernel, ::testing::ValuesIn(fa3_kernels({"fp16", "bf16"}, "HGMMA", true)), kernel_name);
+INSTANTIATE_TEST_SUITE_P(Fa3Fp8, Fa3Kernel, ::testing::ValuesIn(fa3_kernels({"fp8_e4m3"}, "QGMMA", false)), kernel_name);
 
 // --- The checks can fail ---
 
@@ -439,6 +616,25 @@ TEST_F(StaticChecks, MissingInstructionsAndUnmatchedPatternsFail) {
   EXPECT_NE(std::string(unmatched.message()).find("no kernel matching 'no_such_kernel' for sm_80"), std::string::npos)
       << unmatched.message();
   EXPECT_TRUE(uses_instruction(planted_library(), "STL", "planted::local_array_kernel"));
+}
+
+TEST_F(StaticChecks, PlantedIgnoredSetmaxnregIsCaught) {
+  const std::vector<PtxasFunction> report = ptxas_report(FAPROBE_PLANTED_LIBRARY);
+  const std::string unbounded = joined(setmaxnreg_problems(planted_library(), report, "setmaxnreg_unbounded_kernel"));
+  EXPECT_NE(unbounded.find("setmaxnreg_unbounded_kernel(faprobe::cuda::GlobalSpan<float>) [sm_90a]: ptxas: (C7508)"),
+            std::string::npos) << unbounded;
+  EXPECT_NE(unbounded.find("no USETMAXREG (setmaxnreg) in faprobe::planted::setmaxnreg_unbounded_kernel"),
+            std::string::npos) << unbounded;
+  // The control: the same kernel with launch bounds keeps setmaxnreg, so nothing is reported for it, and ptxas's
+  // note (one for the whole file, naming no kernel) is charged to the unbounded kernel alone.
+  EXPECT_TRUE(setmaxnreg_problems(planted_library(), report, "setmaxnreg_bounded_kernel").empty())
+      << joined(setmaxnreg_problems(planted_library(), report, "setmaxnreg_bounded_kernel"));
+  for (const PtxasFunction& f : report) {
+    EXPECT_EQ(f.setmaxnreg_ignored, f.name.find("setmaxnreg_unbounded_kernel") != std::string::npos && f.arch == kHopper)
+        << f.name << " [" << f.arch << "]";
+  }
+  EXPECT_NE(joined(setmaxnreg_problems(planted_library(), report, "no_such_kernel")).find("no kernel named no_such_kernel"),
+            std::string::npos);
 }
 
 // --- The parser on a fixed excerpt of cuobjdump's output (no tool needed) ---

@@ -30,7 +30,10 @@ class CpuPreparedCase final : public PreparedCase {
 }  // namespace
 
 std::string CpuImplementation::supports(const Case& c) const {
-  if (c.dtype == DType::fp8_e4m3) return "fp8_e4m3 has no CPU storage (CPU implementations take fp32, fp16, bf16)";
+  if (c.dtype == DType::fp8_e4m3) {
+    return "fp8_e4m3 is not supported: CPU implementations compute on fp32, fp16 or bf16 storage (fp8 cases are "
+           "for fp8 tensor-core kernels)";
+  }
   return kv_layout_support(c, kv_layouts());
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include "case.hpp"
 #include "cuda/launchers.hpp"
+#include "fp8.hpp"
 
 namespace faprobe::cuda {
 
@@ -21,6 +22,11 @@ inline AttentionArgs attention_args(const Case& c, const void* q, const void* k,
   args.head_dim = c.head_dim;
   args.causal = c.causal();
   args.scale = float(c.scale());
+  if (c.dtype == DType::fp8_e4m3) {
+    args.q_scale = fp8_tensor_scale(TensorId::q);
+    args.k_scale = fp8_tensor_scale(TensorId::k);
+    args.v_scale = fp8_tensor_scale(TensorId::v);
+  }
   return args;
 }
 

@@ -11,6 +11,7 @@ namespace faprobe::cuda {
 std::unique_ptr<Implementation> make_naive(Target target);  // cuBLAS S = Q·Kᵀ, softmax kernel, cuBLAS P·V
 std::unique_ptr<Implementation> make_fa1(Target target);    // FlashAttention-1: one CTA per (batch, head)
 std::unique_ptr<Implementation> make_fa2(Target target);    // FlashAttention-2: one CTA per (query block, head, batch)
+std::unique_ptr<Implementation> make_fa3(Target target);    // FlashAttention-3 (sm_90a): TMA + wgmma, warp-specialized
 std::unique_ptr<Implementation> make_decode(Target target);  // decode, one CTA per (batch, KV head): no key split
 std::unique_ptr<Implementation> make_decode_splitk(Target target);  // FlashDecoding: keys split over CTAs + combine
 

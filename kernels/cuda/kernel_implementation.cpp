@@ -50,7 +50,7 @@ class KernelPreparedCase final : public PreparedCase {
     tensors_.q = KernelBuffer(target(), bytes_of(c.dtype, c.q_elements()), AllocKind::tensor);
     tensors_.k = KernelBuffer(target(), bytes_of(c.dtype, kv_storage), AllocKind::tensor);
     tensors_.v = KernelBuffer(target(), bytes_of(c.dtype, kv_storage), AllocKind::tensor);
-    tensors_.o = KernelBuffer(target(), bytes_of(c.dtype, c.q_elements()), AllocKind::tensor);
+    tensors_.o = KernelBuffer(target(), bytes_of(output_dtype(c.dtype), c.q_elements()), AllocKind::tensor);
     tensors_.seq_starts = copy_ints(tensors_.layout.seq_starts);
     tensors_.block_table = copy_ints(tensors_.layout.block_table);
     fill_input(launch_, tensors_.q.data(), c.dtype, std::size_t(c.q_elements()), tensor_key(c.seed, TensorId::q));
@@ -113,7 +113,7 @@ class KernelPreparedCase final : public PreparedCase {
 
   const HostTensor& output() override {
     if (!output_current_) {
-      const std::size_t bytes = bytes_of(case_.dtype, case_.q_elements());
+      const std::size_t bytes = bytes_of(output_dtype(case_.dtype), case_.q_elements());
       if (target() == Target::gpu) {
         gpu::copy_to_host(output_.data<void>(), tensors_.o.data(), bytes);
       } else {
@@ -206,11 +206,12 @@ AttentionArgs KernelImplementation::attention_args(const Case& c, const KernelTe
 }
 
 std::uint64_t KernelImplementation::tensor_bytes(const Case& c) {
-  if (!c.paged() && !c.varlen()) return dtype_bytes(c.dtype) * std::uint64_t(2 * c.q_elements() + 2 * c.kv_elements());
+  const std::uint64_t o_bytes = dtype_bytes(output_dtype(c.dtype)) * std::uint64_t(c.q_elements());
+  if (!c.paged() && !c.varlen()) return dtype_bytes(c.dtype) * std::uint64_t(c.q_elements() + 2 * c.kv_elements()) + o_bytes;
   // K and V as stored (a page pool's padding included), plus the layout's int32 offsets and block table.
   const KvLayout layout = make_kv_layout(c);
   const std::uint64_t kv_storage = std::uint64_t(layout.rows * c.kv_heads * c.head_dim);
-  return dtype_bytes(c.dtype) * (2 * std::uint64_t(c.q_elements()) + 2 * kv_storage) +
+  return dtype_bytes(c.dtype) * (std::uint64_t(c.q_elements()) + 2 * kv_storage) + o_bytes +
          sizeof(std::int32_t) * (layout.seq_starts.size() + layout.block_table.size());
 }
 

@@ -39,8 +39,8 @@ class KernelBuffer {
   std::size_t bytes_ = 0;
 };
 
-// Q, K, V (filled) and O of one case on the target, in the case's dtype and layout; K and V in the case's
-// K/V layout (layout.rows rows), with the layout's offsets and block table copied to the target.
+// Q, K, V (filled) and O of one case on the target, in the case's dtype (O in output_dtype(dtype)); K and V
+// in the case's K/V layout (layout.rows rows), with the layout's offsets and block table copied to the target.
 struct KernelTensors {
   KernelBuffer q, k, v, o;
   KvLayout layout;                      // on the host
@@ -79,7 +79,7 @@ class KernelImplementation : public Implementation {
   virtual std::string kernel_supports(const Case& c) const = 0;  // "" or the reason
   // The K/V layouts the kernel takes beyond contiguous equal lengths.
   virtual KvLayouts kv_layouts() const { return {}; }
-  // Bytes of Q, K, V and O in the case's dtype: the part of predicted_bytes every kernel shares.
+  // Bytes of Q, K, V in the case's dtype and O in output_dtype: the part of predicted_bytes every kernel shares.
   static std::uint64_t tensor_bytes(const Case& c);
 
  private:

@@ -31,6 +31,9 @@ struct AttentionArgs {
   std::int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 64;
   bool causal = false;
   float scale = 0.125f;  // 1/sqrt(head_dim)
+  // fp8_e4m3 (src/fp8.hpp): the per-tensor scales (FA-3's descales), real value = e4m3 value · scale; 1 for
+  // the other dtypes. O is then in output_dtype(dtype), bf16.
+  float q_scale = 1.0f, k_scale = 1.0f, v_scale = 1.0f;
   // Where K and V rows live (DESIGN.md's KV layouts; src/kv_layout.hpp). The prefill kernels take the
   // default, contiguous (batch, seq_k) tensors; the decode kernels take any layout.
   std::int64_t kv_rows = 0;                   // rows of the K and V storage; 0: batch · seq_k
@@ -47,7 +50,8 @@ struct Launch {
 };
 
 // --- Device input generator (cuda/common/fill_inputs.cuh): writes count elements of dtype, element i
-// being round_to(dtype, input_value(key, i)) (src/inputs.hpp), bit-identical to the host's make_inputs.
+// being round_to(dtype, input_value(key, i)) (src/inputs.hpp), bit-identical to the host's make_inputs: for
+// fp8_e4m3 the e4m3 code of input_value / fp8_input_scale (src/fp8.hpp).
 void fill_input(const Launch& launch, void* data, DType dtype, std::size_t count, std::uint64_t key);
 // A paged K or V pool (fill_paged_values in fill_inputs.cuh): pages · page_size rows of row_width
 // elements; row r of page p is logical row page_first_row[p] + r when r < page_valid_rows[p], else NaN.
@@ -91,6 +95,14 @@ std::string fa2_supports(DType dtype, std::int64_t head_dim);  // "" or the reas
 KernelShape fa2_shape(DType dtype, std::int64_t head_dim);
 // No workspace: args.workspace is ignored. Throws std::invalid_argument on what the kernel cannot run.
 void fa2_forward(const Launch& launch, const AttentionArgs& args);
+
+// --- cuda.fa3 (cuda/fa3/): FlashAttention-3 for Hopper (sm_90a): TMA producer, two wgmma consumer
+// warpgroups in pingpong, persistent grid. ---
+std::string fa3_supports(DType dtype, std::int64_t head_dim);  // "" or the reason, as fa2_supports
+// "" when this binary holds the sm_90a kernels of cuda.fa3, else why not.
+std::string fa3_gpu_missing();
+KernelShape fa3_shape(DType dtype, std::int64_t head_dim);
+void fa3_forward(const Launch& launch, const AttentionArgs& args);
 
 // --- cuda.decode and cuda.decode-splitk (cuda/decode/): decode attention (seq_q = 1) over any K/V layout;
 // with args.splits > 1 the keys of each entry are split over that many CTAs and a combine kernel merges them.

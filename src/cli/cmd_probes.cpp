@@ -1,8 +1,9 @@
 // faprobe probes: the instruction probes (kernels/cuda/probes/probe_suite.hpp) on the emulator and, where a
 // GPU exists, on the GPU, compared probe by probe: DESIGN.md's check of the emulator against the hardware.
 // One line per probe (name, words, result); without a GPU the emulated outputs' checksums, so two machines
-// can still compare, and exit 0; with one, exit 1 when any probe differs or fails. --json FILE writes
-// {device, seed, probes: [...]}.
+// can still compare, and exit 0; with one, exit 1 when any probe differs or fails. A probe of instructions
+// the GPU lacks (TMA below sm_90) is "skipped" there with the reason, which is not a failure. --json FILE
+// writes {device, seed, probes: [...]}.
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
@@ -31,7 +32,7 @@ struct ProbesOptions {
 };
 
 struct Tally {
-  std::size_t identical = 0, within_tolerance = 0, differ = 0, failed = 0;
+  std::size_t identical = 0, within_tolerance = 0, differ = 0, failed = 0, skipped = 0;
 };
 
 // The name column fits the longest probe name.
@@ -48,8 +49,9 @@ void print_line(const std::string& name, std::size_t elements, const std::string
   print_line(name, std::to_string(elements), result);
 }
 
-// One probe on the emulator and, with a device, on the GPU; prints its line and returns its JSON entry.
-nlohmann::json run_one(const probes::Probe& probe, std::uint64_t seed, bool with_gpu, Tally& tally) {
+// One probe on the emulator and, with a device (null: none), on the GPU unless the GPU lacks the probed
+// instructions (Probe::min_sm: then "skipped"); prints its line and returns its JSON entry.
+nlohmann::json run_one(const probes::Probe& probe, std::uint64_t seed, const gpu::DeviceInfo* device, Tally& tally) {
   nlohmann::json entry{{"name", probe.name},
                        {"element", probes::to_string(probe.element)},
                        {"tolerance", probe.tolerance.description}};
@@ -64,9 +66,16 @@ nlohmann::json run_one(const probes::Probe& probe, std::uint64_t seed, bool with
   }
   const std::uint32_t checksum = probes::checksum(emulated);
   entry.update({{"elements", emulated.words.size()}, {"emulator_checksum", fmt::format("{:08x}", checksum)}});
-  if (!with_gpu) {
+  if (device == nullptr) {
     print_line(probe.name, emulated.words.size(), fmt::format("emulated, checksum {:08x}", checksum));
     entry["result"] = "emulator_only";
+    return entry;
+  }
+  if (const std::string needs = probe.needs_gpu(device->compute_major, device->compute_minor); !needs.empty()) {
+    ++tally.skipped;
+    print_line(probe.name, emulated.words.size(),
+               fmt::format("skipped: {} (emulated, checksum {:08x})", needs, checksum));
+    entry.update({{"result", "skipped"}, {"skip_reason", needs}});
     return entry;
   }
   probes::ProbeOutput on_gpu;
@@ -116,13 +125,14 @@ int run_probes(const ProbesOptions& options) {
   Tally tally;
   nlohmann::json entries = nlohmann::json::array();
   for (const probes::Probe& probe : probes::all_probes())
-    entries.push_back(run_one(probe, options.seed, with_gpu, tally));
+    entries.push_back(run_one(probe, options.seed, with_gpu ? &devices.front() : nullptr, tally));
 
   const std::size_t count = probes::all_probes().size();
   std::string reason;
   if (with_gpu) {
-    fmt::print("\n{} probes on {}: {} identical, {} within tolerance, {} differ, {} failed\n", count,
-               devices.front().name, tally.identical, tally.within_tolerance, tally.differ, tally.failed);
+    fmt::print("\n{} probes on {}: {} identical, {} within tolerance, {} differ, {} failed{}\n", count,
+               devices.front().name, tally.identical, tally.within_tolerance, tally.differ, tally.failed,
+               tally.skipped > 0 ? fmt::format(", {} skipped (instructions the GPU lacks)", tally.skipped) : "");
   } else {
     reason = gpu::no_device_reason();
     if (reason.empty()) reason = "no CUDA device";

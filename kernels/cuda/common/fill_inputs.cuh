@@ -3,11 +3,13 @@
 // needs the host's inputs copied over and its bits equal the host's make_inputs (src/tensor.cpp) exactly:
 // input_value is integer arithmetic plus one exact fp32 scaling (nvcc runs the constexpr function on the
 // device with --expt-relaxed-constexpr), and the rounding is cvt.rn, round to nearest even, like Eigen's.
+// fp8_e4m3 inputs are the e4m3 code of value / fp8_input_scale through the host's own codec (src/fp8.hpp:
+// integer arithmetic, compiled for the device too), so no conversion instruction is involved (E4m3Input).
 //
 // Shape: a grid-stride loop, fill_input_threads threads per CTA and a bounded grid, so each thread writes
 // consecutive-by-stride elements (coalesced) and the emulator starts few fibers.
-// Costs: per element 3 SplitMix64 mixes (~30 integer ops, 64-bit multiplies) and one store of 4 or 2
-// bytes: integer-throughput-bound on a GPU (tens of µs for a few million elements), far below the
+// Costs: per element 3 SplitMix64 mixes (~30 integer ops, 64-bit multiplies; ~15 more for an e4m3 code) and
+// one store of 4, 2 or 1 bytes: integer-throughput-bound on a GPU (tens of µs for a few million elements), far below the
 // attention kernels that consume the tensors.
 #pragma once
 
@@ -17,11 +19,19 @@
 #include <limits>
 
 #include "cuda/common/isa.hpp"
+#include "fp8.hpp"
 #include "inputs.hpp"
 
 namespace faprobe::cuda::fill {
 
 inline constexpr unsigned fill_input_threads = 256;
+
+// The storage tag of fp8_e4m3 inputs, beside isa::Float, isa::Half and isa::BFloat16: one code per element,
+// of value / fp8_input_scale (the scale every fp8 input tensor shares); NaN (a page's padding) is 0x7F.
+struct E4m3Input {
+  using Storage = std::uint8_t;
+  static FAPROBE_DEVICE std::uint8_t from_float(float value) { return quantize_e4m3(value, fp8_input_scale); }
+};
 
 // CTAs for count elements: one per fill_input_threads elements, at most max_blocks (the grid stride
 // covers the rest); at least 1.

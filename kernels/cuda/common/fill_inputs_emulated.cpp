@@ -63,10 +63,10 @@ void fill_paged_input(const Launch& launch, void* data, DType dtype, std::uint64
     case DType::fp32: return fill_paged_as<isa::Float>(launch, data, count, key, paged);
     case DType::fp16: return fill_paged_as<isa::Half>(launch, data, count, key, paged);
     case DType::bf16: return fill_paged_as<isa::BFloat16>(launch, data, count, key, paged);
-    case DType::fp8_e4m3: break;
+    case DType::fp8_e4m3: return fill_paged_as<fill::E4m3Input>(launch, data, count, key, paged);
   }
   throw std::invalid_argument("fill_paged_input: dtype " + std::string(to_string(dtype)) +
-                              " has no device input generator (fp32, fp16, bf16)");
+                              " has no device input generator (fp32, fp16, bf16, fp8_e4m3)");
 }
 
 void fill_input(const Launch& launch, void* data, DType dtype, std::size_t count, std::uint64_t key) {
@@ -75,10 +75,10 @@ void fill_input(const Launch& launch, void* data, DType dtype, std::size_t count
     case DType::fp32: return fill_as<isa::Float>(launch, data, count, key);
     case DType::fp16: return fill_as<isa::Half>(launch, data, count, key);
     case DType::bf16: return fill_as<isa::BFloat16>(launch, data, count, key);
-    case DType::fp8_e4m3: break;
+    case DType::fp8_e4m3: return fill_as<fill::E4m3Input>(launch, data, count, key);
   }
   throw std::invalid_argument("fill_input: dtype " + std::string(to_string(dtype)) +
-                              " has no device input generator (fp32, fp16, bf16)");
+                              " has no device input generator (fp32, fp16, bf16, fp8_e4m3)");
 }
 
 }  // namespace faprobe::cuda

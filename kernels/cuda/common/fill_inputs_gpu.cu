@@ -42,6 +42,7 @@ void fill_paged_on_gpu(void* stream, GlobalSpan<typename Store::Storage> out, st
 template void fill_input_on_gpu<isa::Float>(void*, GlobalSpan<float>, std::uint64_t);
 template void fill_input_on_gpu<isa::Half>(void*, GlobalSpan<std::uint16_t>, std::uint64_t);
 template void fill_input_on_gpu<isa::BFloat16>(void*, GlobalSpan<std::uint16_t>, std::uint64_t);
+template void fill_input_on_gpu<E4m3Input>(void*, GlobalSpan<std::uint8_t>, std::uint64_t);
 
 #define FAPROBE_FILL_PAGED(Store, Storage)                                                                     \
   template void fill_paged_on_gpu<Store>(void*, GlobalSpan<Storage>, std::uint64_t, std::size_t, int,             \
@@ -49,6 +50,7 @@ template void fill_input_on_gpu<isa::BFloat16>(void*, GlobalSpan<std::uint16_t>,
 FAPROBE_FILL_PAGED(isa::Float, float)
 FAPROBE_FILL_PAGED(isa::Half, std::uint16_t)
 FAPROBE_FILL_PAGED(isa::BFloat16, std::uint16_t)
+FAPROBE_FILL_PAGED(E4m3Input, std::uint8_t)
 #undef FAPROBE_FILL_PAGED
 
 }  // namespace faprobe::cuda::fill

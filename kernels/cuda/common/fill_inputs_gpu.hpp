@@ -11,7 +11,8 @@
 namespace faprobe::cuda::fill {
 
 // Launches the generator on stream (a cudaStream_t; null = the default stream) over out (device memory,
-// out.size() > 0) and checks the launch. Asynchronous. Instantiated for isa::Float, isa::Half and isa::BFloat16.
+// out.size() > 0) and checks the launch. Asynchronous. Instantiated for isa::Float, isa::Half, isa::BFloat16
+// and E4m3Input.
 template <class Store>
 void fill_input_on_gpu(void* stream, GlobalSpan<typename Store::Storage> out, std::uint64_t key);
 // The same for a paged pool (fill_paged_values); page_first_row and page_valid_rows in device memory.

@@ -250,7 +250,7 @@ FAPROBE_DEVICE void sync_warp(std::uint32_t member_mask = full_warp_mask) {
 template <typename T>
 FAPROBE_DEVICE SharedSpan<T> shared_array(std::size_t offset_bytes, std::size_t count) {
 #if defined(__CUDACC__)
-  extern __shared__ __align__(128) unsigned char dynamic_shared[];
+  extern __shared__ __align__(1024) unsigned char dynamic_shared[];
   return SharedSpan<T>(reinterpret_cast<T*>(dynamic_shared + offset_bytes), count);
 #else
   return SharedSpan<T>(reinterpret_cast<T*>(emu::shared_memory(offset_bytes, count * sizeof(T), alignof(T))), count);
@@ -264,7 +264,7 @@ namespace detail {
 // .shared operands of ldmatrix and cp.async take it (PTX ISA "cvta"; __cvta_generic_to_shared).
 #if defined(__CUDACC__)
 FAPROBE_DEVICE std::uint32_t shared_address(std::size_t offset_bytes) {
-  extern __shared__ __align__(128) unsigned char dynamic_shared[];
+  extern __shared__ __align__(1024) unsigned char dynamic_shared[];
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(dynamic_shared + offset_bytes));
 }
 #endif

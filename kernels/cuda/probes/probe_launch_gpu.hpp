@@ -1,8 +1,9 @@
 // The GPU launchers of the instruction probes, internal to probe_suite.cpp: each launches one __global__
-// wrapper of warp_probes.cu / matrix_probes.cu on faprobe's stream (gpu::stream()) with the grid, block and
-// dynamic shared memory of an emu::LaunchConfig, so that one launch description drives both targets, and
-// checks the launch (FAPROBE_CHECK_LAUNCH, named after config.kernel_name). The spans hold device pointers
-// (gpu::DeviceBuffer); the launch is asynchronous: gpu::synchronize() before reading the outputs back.
+// wrapper of warp_probes.cu / matrix_probes.cu / tma_probes.cu on faprobe's stream (gpu::stream()) with
+// the grid, block and dynamic shared memory of an emu::LaunchConfig, so that one launch description drives
+// both targets, and checks the launch (FAPROBE_CHECK_LAUNCH, named after config.kernel_name). The spans
+// hold device pointers (gpu::DeviceBuffer); the launch is asynchronous: gpu::synchronize() before reading
+// the outputs back.
 // Defined only in CUDA builds (FAPROBE_WITH_CUDA); plain C++, no CUDA header.
 #pragma once
 
@@ -12,6 +13,7 @@
 #include "cuda/common/spans.hpp"
 #include "cuda/probes/conversion_probes.cuh"
 #include "cuda/probes/matrix_probes.cuh"
+#include "cuda/probes/tma_probes.cuh"
 #include "cuda/probes/warp_probes.cuh"
 
 namespace faprobe::cuda::probes::on_gpu {
@@ -33,5 +35,9 @@ void async_copy(const emu::LaunchConfig& config, GlobalSpan<const std::uint32_t>
                 GlobalSpan<std::uint32_t> loaded, GlobalSpan<float> exp2);
 void convert(const emu::LaunchConfig& config, ConversionProbe probe, GlobalSpan<const std::uint32_t> in,
              GlobalSpan<std::uint32_t> out);
+
+// Part 4 (tma_probes.cu): sm_90 only. The maps are encoded for the GPU (gpu_tensor_map).
+void tma_copy(const emu::LaunchConfig& config, const isa::TensorMap& load_map, const isa::TensorMap& store_map,
+              GlobalSpan<std::uint32_t> shared_words);
 
 }  // namespace faprobe::cuda::probes::on_gpu

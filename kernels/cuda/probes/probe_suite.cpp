@@ -1,6 +1,7 @@
 // The instruction probe suite (probe_suite.hpp): each probe's inputs, its launches on either target, and the
 // comparison of an emulated output with a GPU one. The kernel bodies are the probes' own (warp_probes.cuh,
-// matrix_probes.cuh, conversion_probes.cuh); nothing here computes what an instruction should return.
+// matrix_probes.cuh, conversion_probes.cuh, tma_probes.cuh); nothing here computes what an instruction should
+// return.
 //
 // Memory: inputs and outputs live in tracked host memory for the emulator and in gpu::DeviceBuffer (faprobe's
 // stream-ordered pool) for the GPU; every output starts filled with 0xAB bytes on both targets, so a word a
@@ -21,8 +22,10 @@
 
 #include "cuda/common/emu/emulator.hpp"
 #include "cuda/common/isa.hpp"
+#include "cuda/common/tensor_map.hpp"
 #include "cuda/probes/conversion_probes.cuh"
 #include "cuda/probes/matrix_probes.cuh"
+#include "cuda/probes/tma_probes.cuh"
 #include "cuda/probes/warp_probes.cuh"
 #include "cuda/runtime/gpu.hpp"
 #include "inputs.hpp"
@@ -401,6 +404,45 @@ ProbeOutput run_conversion(Target target, std::uint64_t seed, const std::string&
   return {memory.words(out), {}};
 }
 
+// --- Part 4: tensor copies (TMA). ---
+
+// A tensor map of the probe's matrix at `base` (a device pointer on the GPU, a host one under emulation).
+isa::TensorMap probe_tensor_map(Target target, const void* base, isa::TmaSwizzle swizzle) {
+  TensorMapShape shape;
+  shape.rank = 2;
+  shape.element_bytes = 2;
+  shape.dims[0] = tma_probe_cols;
+  shape.dims[1] = tma_probe_rows;
+  shape.strides_bytes[0] = 2;
+  shape.strides_bytes[1] = 2 * tma_probe_cols;
+  shape.box[0] = tma_probe_box_cols;
+  shape.box[1] = tma_probe_box_rows;
+  shape.swizzle = swizzle;
+#if defined(FAPROBE_WITH_CUDA)
+  if (target == Target::gpu) return gpu_tensor_map(base, shape);
+#else
+  (void)target;  // ProbeMemory has refused Target::gpu already
+#endif
+  return emulated_tensor_map(base, shape);
+}
+
+// Random 16-bit elements, three boxes loaded and stored (tma_probes.cuh); the output is the shared-memory
+// image of the boxes followed by the destination matrix (0xab bytes where nothing may be stored).
+ProbeOutput run_tma_copy(Target target, std::uint64_t seed, const std::string& name, isa::TmaSwizzle swizzle) {
+  ProbeRandom random(seed, name);
+  std::vector<std::uint32_t> matrix(tma_probe_rows * tma_probe_cols / 2);  // two elements per word
+  for (std::uint32_t& w : matrix) w = random.bits();
+  ProbeMemory memory(target);
+  const auto source = memory.input(matrix, "source");
+  const auto stored = memory.output<std::uint32_t>(matrix.size(), "stored");
+  const auto shared_words = memory.output<std::uint32_t>(tma_probe_boxes * tma_probe_box_bytes / 4, "shared_words");
+  const isa::TensorMap load_map = probe_tensor_map(target, source.data(), swizzle);
+  const isa::TensorMap store_map = probe_tensor_map(target, stored.data(), swizzle);
+  const LaunchConfig config{"tma_copy", {1, 1, 1}, {tma_probe_threads, 1, 1}, tma_probe_shared_bytes};
+  FAPROBE_LAUNCH_PROBE(target, config, tma_copy, load_map, store_map, shared_words);
+  return {concatenate(memory.words(shared_words), memory.words(stored)), {}};
+}
+
 // --- The list. ---
 
 Tolerance bit_for_bit() { return {Tolerance::Kind::bits, 0, "bit for bit"}; }
@@ -408,11 +450,12 @@ Tolerance bit_for_bit() { return {Tolerance::Kind::bits, 0, "bit for bit"}; }
 std::vector<Probe> make_probes() {
   std::vector<Probe> probes;
   const auto add = [&probes](std::string name, Element element, Tolerance tolerance,
-                             std::function<ProbeOutput(Target, std::uint64_t, const std::string&)> run) {
+                             std::function<ProbeOutput(Target, std::uint64_t, const std::string&)> run,
+                             int min_sm = 0) {
     auto run_seeded = [run = std::move(run), name](Target target, std::uint64_t seed) {
       return run(target, seed, name);
     };
-    probes.push_back({name, element, std::move(tolerance), std::move(run_seeded)});
+    probes.push_back({name, element, std::move(tolerance), std::move(run_seeded), min_sm});
   };
 
   struct BlockShape {
@@ -482,6 +525,16 @@ std::vector<Probe> make_probes() {
     add(name, element, bit_for_bit(), [probe = probe](Target target, std::uint64_t seed, const std::string& n) {
       return run_conversion(target, seed, n, probe);
     });
+
+  constexpr int sm90 = 90;  // cp.async.bulk.tensor, mbarrier expect_tx and try_wait: sm_90 (PTX ISA)
+  const std::pair<isa::TmaSwizzle, const char*> swizzles[] = {{isa::TmaSwizzle::none, "no swizzle"},
+                                                              {isa::TmaSwizzle::bytes128, "swizzle 128B"}};
+  for (const auto& [swizzle, swizzle_name] : swizzles)
+    add(fmt::format("cp.async.bulk.tensor 2d {}", swizzle_name), Element::u32, bit_for_bit(),
+        [swizzle = swizzle](Target target, std::uint64_t seed, const std::string& n) {
+          return run_tma_copy(target, seed, n, swizzle);
+        },
+        sm90);
   return probes;
 }
 
@@ -533,6 +586,11 @@ std::string to_string(Verdict verdict) {
     case Verdict::differs: return "differs";
   }
   return "?";
+}
+
+std::string Probe::needs_gpu(int compute_major, int compute_minor) const {
+  if (compute_major * 10 + compute_minor >= min_sm) return "";
+  return fmt::format("needs sm_{}", min_sm);
 }
 
 const std::vector<Probe>& all_probes() {

@@ -1,13 +1,15 @@
-// The instruction probe suite: every probe of warp_probes.cuh, matrix_probes.cuh and conversion_probes.cuh
-// as a named, seeded run on either target, so that the emulator can be checked against the hardware
-// (DESIGN.md, "CUDA kernels, and running them without a GPU": "on a GPU, each probe against the hardware,
-// bit for bit"). CI checks each probe body under the emulator against host computations of the ISA
+// The instruction probe suite: every probe of warp_probes.cuh, matrix_probes.cuh, conversion_probes.cuh and
+// tma_probes.cuh as a named, seeded run on either target, so that the emulator can be checked against the
+// hardware (DESIGN.md, "CUDA kernels, and running them without a GPU": "on a GPU, each probe against the
+// hardware, bit for bit"). CI checks each probe body under the emulator against host computations of the ISA
 // (tests/test_emulator*.cpp); this suite checks the emulator against the GPU, so it holds no host model of
 // any instruction: the emulator's output is the reference and the GPU's the candidate.
 //
 // A probe draws deterministic inputs from a counter-based generator keyed by (seed, probe), runs its kernel
 // body on Target::emulator (emu::launch) or Target::gpu (the launchers of probe_launch_gpu.hpp, CUDA builds
-// only), and returns its output as 32-bit words. compare() says identical, within tolerance or differs.
+// only), and returns its output as 32-bit words. compare() says identical, within tolerance or differs. A
+// probe of instructions a GPU lacks (TMA below sm_90) names the compute capability it needs (min_sm), and
+// whoever runs the suite on a GPU skips it there with that reason.
 // Tolerances exist only where the ISA leaves the result open: ex2.approx.f32 (2 ulp, PTX ISA) and mma.sync
 // on random inputs (accumulation order and precision unspecified); every other probe is bit for bit, the
 // MMA ones on small integers whose sums are exact in any order. NaN results compare as NaN whatever their
@@ -63,10 +65,15 @@ struct Probe {
   // Runs the probe with inputs drawn from seed. Target::gpu needs a CUDA build and a device (gpu::devices()).
   // Throws emu::EmulationError, gpu::CudaError or std::logic_error (Target::gpu without CUDA).
   std::function<ProbeOutput(Target target, std::uint64_t seed)> run;
+  // The lowest compute capability, as major · 10 + minor, whose GPU has the probed instructions (90: TMA,
+  // sm_90); 0 for every GPU. A GPU below it is not asked: the probe is skipped there with needs_gpu().
+  int min_sm = 0;
+  // "needs sm_90" when a GPU of compute capability major.minor cannot run the probe, else "".
+  std::string needs_gpu(int compute_major, int compute_minor) const;
 };
 
 // Every probe, in a fixed order: warp and CTA collectives, mma.sync, ldmatrix, cp.async / 16-byte loads /
-// ex2.approx, conversions.
+// ex2.approx, conversions, tensor copies (TMA; min_sm 90).
 const std::vector<Probe>& all_probes();
 
 enum class Verdict { identical, within_tolerance, differs };

@@ -14,7 +14,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <new>
@@ -41,11 +43,12 @@ constexpr unsigned warp_size = 32;
 constexpr unsigned max_block_threads = 1024;  // as on every GPU since sm_20
 
 enum class FiberState { runnable, blocked, exited };
-enum class WaitKind { none, barrier, collective, mbarrier };
+enum class WaitKind { none, barrier, collective, mbarrier, warpgroup };
 enum class CollectiveKind {
   shfl_idx, shfl_up, shfl_down, shfl_bfly, vote_ballot, vote_all, vote_any,
   mma_m16n8k16_f16, mma_m16n8k16_bf16,
-  ldmatrix_x1, ldmatrix_x2, ldmatrix_x4, ldmatrix_x1_trans, ldmatrix_x2_trans, ldmatrix_x4_trans
+  ldmatrix_x1, ldmatrix_x2, ldmatrix_x4, ldmatrix_x1_trans, ldmatrix_x2_trans, ldmatrix_x4_trans,
+  stmatrix_x1, stmatrix_x2, stmatrix_x4, stmatrix_x1_trans, stmatrix_x2_trans, stmatrix_x4_trans
 };
 // Operand words per lane: a shuffle's value, source and clamp; mma.sync m16n8k16's 4 A, 2 B and 4 C registers.
 constexpr unsigned max_operand_words = 10;
@@ -71,6 +74,12 @@ const char* instruction_name(CollectiveKind kind) {
     case CollectiveKind::ldmatrix_x1_trans: return "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16";
     case CollectiveKind::ldmatrix_x2_trans: return "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16";
     case CollectiveKind::ldmatrix_x4_trans: return "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16";
+    case CollectiveKind::stmatrix_x1: return "stmatrix.sync.aligned.m8n8.x1.shared.b16";
+    case CollectiveKind::stmatrix_x2: return "stmatrix.sync.aligned.m8n8.x2.shared.b16";
+    case CollectiveKind::stmatrix_x4: return "stmatrix.sync.aligned.m8n8.x4.shared.b16";
+    case CollectiveKind::stmatrix_x1_trans: return "stmatrix.sync.aligned.m8n8.x1.trans.shared.b16";
+    case CollectiveKind::stmatrix_x2_trans: return "stmatrix.sync.aligned.m8n8.x2.trans.shared.b16";
+    case CollectiveKind::stmatrix_x4_trans: return "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16";
   }
   return "?";
 }
@@ -140,6 +149,50 @@ struct Warp {
   std::vector<Collective> open;
 };
 
+constexpr unsigned warpgroup_size = 128;
+
+// One thread's operands of a wgmma; they live on its (suspended) fiber stack until the collective completes.
+struct WgmmaCall {
+  WgmmaShape shape;
+  std::uint64_t desc_a = 0;
+  std::uint64_t desc_b = 0;
+  const std::uint32_t* a_registers = nullptr;
+  float* d = nullptr;
+  bool accumulate = false;
+};
+
+// A wgmma in flight in one warpgroup: the threads that have arrived and their operands.
+struct WarpgroupCollective {
+  unsigned arrived = 0;
+  std::array<const WgmmaCall*, warpgroup_size> calls{};
+};
+
+const char* wgmma_input_name(WgmmaInput input) {
+  switch (input) {
+    case WgmmaInput::f16: return "f16";
+    case WgmmaInput::bf16: return "bf16";
+    case WgmmaInput::e4m3: return "e4m3";
+  }
+  return "?";
+}
+
+std::string wgmma_name(const WgmmaShape& shape) {
+  return fmt::format("wgmma.mma_async.sync.aligned.m64n{}k{}.f32.{}.{} (A from {}, B {}-major)", shape.n,
+                     shape.input == WgmmaInput::e4m3 ? 32 : 16, wgmma_input_name(shape.input),
+                     wgmma_input_name(shape.input), shape.a_in_registers ? "registers" : "shared memory",
+                     shape.b_mn_major ? "N" : "K");
+}
+
+// The e4m3 ("fn": bias 7, no infinities, S.1111.111 is NaN) value of an 8-bit code, exactly.
+float e4m3_to_float(std::uint8_t code) {
+  const float sign = (code & 0x80u) != 0 ? -1.0f : 1.0f;
+  const unsigned exponent = (code >> 3) & 0xfu;
+  const unsigned mantissa = code & 0x7u;
+  if (exponent == 0xfu && mantissa == 0x7u) return std::numeric_limits<float>::quiet_NaN();
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);
+  return sign * std::ldexp(static_cast<float>(8 + mantissa), static_cast<int>(exponent) - 10);
+}
+
 std::string format_dim(const Dim3& d) { return fmt::format("({},{},{})", d.x, d.y, d.z); }
 
 // Fiber stacks for one launch: one mmap, each stack with an inaccessible guard page below it.
@@ -187,6 +240,7 @@ class Launch {
         stacks_(thread_count_, config.stack_bytes),
         fibers_(thread_count_),
         warps_((thread_count_ + warp_size - 1) / warp_size),
+        warpgroups_((thread_count_ + warpgroup_size - 1) / warpgroup_size),
         shared_(static_cast<std::byte*>(::operator new(std::max<std::size_t>(config.shared_bytes, 1),
                                                        std::align_val_t{128}))) {
     for (unsigned i = 0; i < thread_count_; ++i) {
@@ -380,6 +434,121 @@ class Launch {
     return self.collective_result;
   }
 
+  // --- wgmma (emulator.hpp): a collective of the caller's warpgroup. ---
+  void wgmma(const WgmmaCall& call) {
+    Fiber& self = running();
+    if (thread_count_ % warpgroup_size != 0)
+      fail_here(fmt::format("{} needs whole warpgroups of {} threads, but the CTA has {} threads", wgmma_name(call.shape),
+                            warpgroup_size, thread_count_));
+    const WgmmaShape& shape = call.shape;
+    if (shape.n == 0 || shape.n % 8 != 0 || shape.n > 256)
+      fail_here(fmt::format("{}: N must be a multiple of 8 in 8..256", wgmma_name(shape)));
+    if (shape.b_mn_major && shape.input == WgmmaInput::e4m3)
+      fail_here(fmt::format("{}: e4m3 operands must be K-major (PTX allows imm-tnsp-b only for f16 and bf16)",
+                            wgmma_name(shape)));
+    const unsigned group = self.linear / warpgroup_size;
+    const unsigned member = self.linear % warpgroup_size;
+    WarpgroupCollective& c = warpgroups_[group];
+    if (c.arrived != 0) {
+      const WgmmaCall& first = *c.calls[first_arrived(c)];
+      if (first.shape.input != shape.input || first.shape.n != shape.n ||
+          first.shape.a_in_registers != shape.a_in_registers || first.shape.b_mn_major != shape.b_mn_major ||
+          first.desc_a != call.desc_a || first.desc_b != call.desc_b || first.accumulate != call.accumulate)
+        fail_here(fmt::format("mismatched wgmma in warpgroup {}: thread {} calls {} (desc_a {:#x}, desc_b {:#x}, "
+                              "accumulate {}) while {} threads wait in {} (desc_a {:#x}, desc_b {:#x}, accumulate {})",
+                              group, self.linear, wgmma_name(shape), call.desc_a, call.desc_b, call.accumulate,
+                              c.arrived, wgmma_name(first.shape), first.desc_a, first.desc_b, first.accumulate));
+    }
+    c.calls[member] = &call;
+    if (++c.arrived < warpgroup_size) {
+      self.wait = WaitKind::warpgroup;
+      self.wait_barrier = group;
+      suspend();
+      return;
+    }
+    wgmma_results(c);
+    const unsigned base = group * warpgroup_size;
+    for (unsigned t = 0; t < warpgroup_size; ++t)
+      if (base + t != self.linear) release(fibers_[base + t]);
+    c = WarpgroupCollective{};
+  }
+
+  static unsigned first_arrived(const WarpgroupCollective& c) {
+    for (unsigned t = 0; t < warpgroup_size; ++t)
+      if (c.calls[t] != nullptr) return t;
+    return 0;
+  }
+
+  // Element (row, k) of a wgmma operand in shared memory, as a float, bounds-checked.
+  float wgmma_element(const WgmmaShape& shape, std::uint64_t descriptor, bool mn_major, unsigned row, unsigned k,
+                      char operand) const {
+    const unsigned bytes = shape.input == WgmmaInput::e4m3 ? 1 : 2;
+    const std::size_t offset = wgmma_element_offset(descriptor, mn_major, bytes, row, k);
+    if (offset + bytes > config_.shared_bytes)
+      fail_here(fmt::format("{}: element ({}, {}) of {} at shared byte offset {} lies outside the launch's {} bytes of "
+                            "shared memory (descriptor {:#018x})",
+                            wgmma_name(shape), row, k, operand, offset, config_.shared_bytes, descriptor));
+    if (bytes == 1) return e4m3_to_float(static_cast<std::uint8_t>(shared_.get()[offset]));
+    std::uint16_t half = 0;
+    std::memcpy(&half, shared_.get() + offset, sizeof half);
+    return half_to_float(half, 0, shape.input == WgmmaInput::bf16);
+  }
+
+  // The A element held in registers: (warp w, lane l) of the warpgroup, register r, element e of it.
+  static void a_fragment_position(WgmmaInput input, unsigned thread, unsigned reg, unsigned element, unsigned& row,
+                                  unsigned& k) {
+    const unsigned warp = thread / warp_size;
+    const unsigned lane = thread % warp_size;
+    const unsigned group = lane / 4;
+    const unsigned thread_in_group = lane % 4;
+    row = 16 * warp + group + (reg % 2) * 8;
+    if (input == WgmmaInput::e4m3) {
+      k = thread_in_group * 4 + element + (reg / 2) * 16;  // m16n8k32 .e4m3 A: 4 bytes per register
+    } else {
+      k = thread_in_group * 2 + element + (reg / 2) * 8;  // m16n8k16 A: 2 halves per register
+    }
+  }
+
+  // Computes D for the whole warpgroup (run by its last thread to arrive). Layouts: isa_wgmma.hpp.
+  void wgmma_results(const WarpgroupCollective& c) {
+    const WgmmaCall& first = *c.calls[0];
+    const WgmmaShape& shape = first.shape;
+    const unsigned k_extent = shape.input == WgmmaInput::e4m3 ? 32 : 16;
+    std::vector<float> a(64 * k_extent), b(std::size_t{shape.n} * k_extent);
+    if (shape.a_in_registers) {
+      const unsigned per_register = shape.input == WgmmaInput::e4m3 ? 4 : 2;
+      for (unsigned t = 0; t < warpgroup_size; ++t)
+        for (unsigned reg = 0; reg < 4; ++reg)
+          for (unsigned e = 0; e < per_register; ++e) {
+            unsigned row = 0, k = 0;
+            a_fragment_position(shape.input, t, reg, e, row, k);
+            const std::uint32_t word = c.calls[t]->a_registers[reg];
+            a[row * k_extent + k] = per_register == 4 ? e4m3_to_float(static_cast<std::uint8_t>(word >> (8 * e)))
+                                                      : half_to_float(word, e, shape.input == WgmmaInput::bf16);
+          }
+    } else {
+      for (unsigned row = 0; row < 64; ++row)
+        for (unsigned k = 0; k < k_extent; ++k)
+          a[row * k_extent + k] = wgmma_element(shape, first.desc_a, false, row, k, 'A');
+    }
+    for (unsigned n = 0; n < shape.n; ++n)
+      for (unsigned k = 0; k < k_extent; ++k)
+        b[n * k_extent + k] = wgmma_element(shape, first.desc_b, shape.b_mn_major, n, k, 'B');
+    for (unsigned t = 0; t < warpgroup_size; ++t) {
+      const unsigned warp = t / warp_size;
+      const unsigned lane = t % warp_size;
+      float* d = c.calls[t]->d;
+      for (unsigned i = 0; i < shape.n / 2; ++i) {
+        const unsigned j = i / 4, h = (i / 2) % 2, column = i % 2;
+        const unsigned row = 16 * warp + lane / 4 + 8 * h;
+        const unsigned col = 8 * j + 2 * (lane % 4) + column;
+        float acc = first.accumulate ? d[i] : 0.0f;
+        for (unsigned k = 0; k < k_extent; ++k) acc += a[row * k_extent + k] * b[col * k_extent + k];
+        d[i] = acc;
+      }
+    }
+  }
+
   // A whole-warp instruction (.aligned, no member mask operand): the calling warp must have 32 lanes.
   void require_whole_warp(CollectiveKind kind) {
     const unsigned warp = running().linear / warp_size;
@@ -425,6 +594,12 @@ class Launch {
       case CollectiveKind::ldmatrix_x1_trans:
       case CollectiveKind::ldmatrix_x2_trans:
       case CollectiveKind::ldmatrix_x4_trans: ldmatrix_results(c, warp_base); return;
+      case CollectiveKind::stmatrix_x1:
+      case CollectiveKind::stmatrix_x2:
+      case CollectiveKind::stmatrix_x4:
+      case CollectiveKind::stmatrix_x1_trans:
+      case CollectiveKind::stmatrix_x2_trans:
+      case CollectiveKind::stmatrix_x4_trans: stmatrix_results(c); return;
       default: break;
     }
     for (unsigned l = 0; l < warp_size; ++l) {
@@ -540,6 +715,39 @@ class Launch {
     }
   }
 
+  // stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16, PTX ISA "stmatrix": ldmatrix in reverse. Row r of
+  // matrix i goes to the address in lane 8i + r (operands 0-1); lane l's register i (operand 2 + i) holds
+  // (row l/4, cols 2(l%4) and +1) of matrix i, or with .trans (rows 2(l%4) and +1, col l/4).
+  void stmatrix_results(const Collective& c) {
+    unsigned matrices = 1;
+    if (c.kind == CollectiveKind::stmatrix_x2 || c.kind == CollectiveKind::stmatrix_x2_trans) matrices = 2;
+    if (c.kind == CollectiveKind::stmatrix_x4 || c.kind == CollectiveKind::stmatrix_x4_trans) matrices = 4;
+    const bool transpose = c.kind == CollectiveKind::stmatrix_x1_trans ||
+                           c.kind == CollectiveKind::stmatrix_x2_trans || c.kind == CollectiveKind::stmatrix_x4_trans;
+    for (unsigned i = 0; i < matrices; ++i) {
+      std::uint16_t m[8][8];
+      for (unsigned lane = 0; lane < warp_size; ++lane) {
+        const unsigned row = lane / 4;
+        const unsigned col = 2 * (lane % 4);
+        const std::uint32_t word = c.operands[lane][2 + i];
+        const auto low = static_cast<std::uint16_t>(word & 0xffffu);
+        const auto high = static_cast<std::uint16_t>(word >> 16);
+        if (transpose) {
+          m[col][row] = low;
+          m[col + 1][row] = high;
+        } else {
+          m[row][col] = low;
+          m[row][col + 1] = high;
+        }
+      }
+      for (unsigned r = 0; r < 8; ++r) {
+        const Operands& op = c.operands[8 * i + r];
+        const std::size_t offset = std::size_t{op[0]} | (std::size_t{op[1]} << 32);  // checked at arrival
+        std::memcpy(shared_.get() + offset, m[r], sizeof m[r]);
+      }
+    }
+  }
+
   // The result for `lane`. Shuffles: PTX ISA "shfl.sync" (9.7.8.6 in ISA 7.x), the source lane j and whether it is in range
   // (segment mask and clamp from c). Votes: PTX ISA vote.sync, over the lanes of the member mask.
   std::uint32_t lane_result(const Collective& c, unsigned lane) const {
@@ -604,6 +812,7 @@ class Launch {
     for (Barrier& b : barriers_) b = Barrier{};
     mbarriers_.clear();
     for (Warp& w : warps_) w.open.clear();
+    for (WarpgroupCollective& g : warpgroups_) g = WarpgroupCollective{};
     for (unsigned i = 0; i < thread_count_; ++i) {
       Fiber& fiber = fibers_[i];
       fiber.state = FiberState::runnable;
@@ -627,9 +836,25 @@ class Launch {
       }
       const bool all_exited = std::all_of(fibers_.begin(), fibers_.end(),
                                           [](const Fiber& f) { return f.state == FiberState::exited; });
-      if (all_exited) return;
+      if (all_exited) {
+        check_transaction_bytes_settled();
+        return;
+      }
       if (!progressed) abandon_block(deadlock_message());
     }
+  }
+
+  // At the end of a CTA every mbarrier's transaction bytes must be settled: a count left non-zero means the
+  // bytes announced by expect_tx and those delivered by copies disagree, so some phase completed early
+  // (before all its data landed: a race on the GPU, invisible here where copies land at issue) or can never
+  // complete.
+  void check_transaction_bytes_settled() const {
+    for (const auto& [offset, b] : mbarriers_)
+      if (b.pending_tx != 0)
+        throw EmulationError(fmt::format("kernel '{}' block {}: the mbarrier at shared offset {} ends the CTA with {} "
+                                         "transaction bytes pending: the bytes its expect_tx announced and those its "
+                                         "copies delivered disagree",
+                                         config_.kernel_name, format_dim(block_), offset, b.pending_tx));
   }
 
   // Unwinds every suspended fiber of the CTA, then throws message on the caller's side.
@@ -651,6 +876,11 @@ class Launch {
       return fmt::format("wait on the mbarrier at shared offset {} for its phase of parity {} ({} of {} arrivals "
                          "pending, {} transaction bytes pending)",
                          fiber.wait_mbarrier, fiber.wait_parity, b.pending_arrivals, b.count, b.pending_tx);
+    }
+    if (fiber.wait == WaitKind::warpgroup) {
+      const WarpgroupCollective& c = warpgroups_[fiber.wait_barrier];
+      return fmt::format("wait in a wgmma of warpgroup {} ({} of {} threads arrived)", fiber.wait_barrier, c.arrived,
+                         warpgroup_size);
     }
     if (fiber.wait == WaitKind::barrier) {
       const Barrier& b = barriers_[fiber.wait_barrier];
@@ -699,6 +929,7 @@ class Launch {
   FiberStacks stacks_;
   std::vector<Fiber> fibers_;
   std::vector<Warp> warps_;
+  std::vector<WarpgroupCollective> warpgroups_;
   std::array<Barrier, barrier_count> barriers_{};
   std::map<std::size_t, MBarrier> mbarriers_;  // by shared offset, for the current CTA
   std::unique_ptr<std::byte, AlignedDelete> shared_;
@@ -866,6 +1097,59 @@ void cp_async_wait_group(unsigned pending_groups) {
   Fiber& fiber = running_launch("cp.async.wait_group").async_state();
   // Every copy has completed at issue; only the count of groups that could still be pending changes.
   fiber.cp_async_pending_groups = std::min(fiber.cp_async_pending_groups, pending_groups);
+}
+
+void wgmma(const WgmmaShape& shape, std::uint64_t desc_a, const std::uint32_t* a_registers, std::uint64_t desc_b,
+           float* d, bool accumulate) {
+  Launch& launch = running_launch("wgmma.mma_async");
+  const WgmmaCall call{shape, desc_a, desc_b, a_registers, d, accumulate};
+  launch.wgmma(call);
+}
+
+std::size_t wgmma_element_offset(std::uint64_t descriptor, bool mn_major, unsigned element_bytes, unsigned row,
+                                 unsigned k) {
+  const std::size_t start = (descriptor & 0x3fffu) << 4;
+  const std::size_t leading = ((descriptor >> 16) & 0x3fffu) << 4;
+  const std::size_t stride = ((descriptor >> 32) & 0x3fffu) << 4;
+  const unsigned base_offset = static_cast<unsigned>((descriptor >> 49) & 0x7u);
+  const unsigned mode = static_cast<unsigned>(descriptor >> 62);  // 0 none, 1 128B, 2 64B, 3 32B
+  if (base_offset != 0)
+    throw EmulationError(fmt::format("{}: wgmma descriptor {:#018x} has base offset {}; the emulator supports 0 "
+                                     "(tiles aligned to their swizzle pattern)",
+                                     current_location(), descriptor, base_offset));
+  const unsigned swizzle_bits = mode == 0 ? 0 : 4 - mode;  // 128B: 3, 64B: 2, 32B: 1
+  const std::size_t width = std::size_t{1} << swizzle_bits;  // W: 16-byte chunks per swizzled row
+  const unsigned per_chunk = 16 / element_bytes;              // T: elements per 16 bytes
+  std::size_t offset = 0;
+  if (!mn_major) {
+    const std::size_t chunk = k / per_chunk;
+    offset = (row % 8) * 16 * width + (row / 8) * stride + (mode == 0 ? chunk * leading : chunk * 16) +
+             (k % per_chunk) * element_bytes;
+  } else if (mode == 0) {
+    offset = (row % per_chunk) * element_bytes + (row / per_chunk) * stride + (k % 8) * 16 + (k / 8) * leading;
+  } else {
+    offset = (row % per_chunk) * element_bytes + ((row / per_chunk) % width) * 16 + (row / (per_chunk * width)) * leading +
+             (k % 8) * 16 * width + (k / 8) * stride;
+  }
+  const std::size_t address = start + offset;
+  return address ^ (((address >> 7) & (width - 1)) << 4);
+}
+
+void stmatrix(unsigned matrices, bool transpose, std::size_t row_offset_bytes, const std::uint32_t (&r)[4]) {
+  Launch& launch = running_launch("stmatrix");
+  CollectiveKind kind = CollectiveKind::stmatrix_x1;
+  switch (matrices) {
+    case 1: kind = transpose ? CollectiveKind::stmatrix_x1_trans : CollectiveKind::stmatrix_x1; break;
+    case 2: kind = transpose ? CollectiveKind::stmatrix_x2_trans : CollectiveKind::stmatrix_x2; break;
+    case 4: kind = transpose ? CollectiveKind::stmatrix_x4_trans : CollectiveKind::stmatrix_x4; break;
+    default: launch.fail_here(fmt::format("stmatrix with {} matrices: PTX allows .x1, .x2 and .x4", matrices));
+  }
+  launch.require_whole_warp(kind);
+  launch.check_ldmatrix_row(kind, matrices, row_offset_bytes);
+  const Operands operands{static_cast<std::uint32_t>(row_offset_bytes),
+                          static_cast<std::uint32_t>(static_cast<std::uint64_t>(row_offset_bytes) >> 32), r[0], r[1],
+                          r[2], r[3]};
+  (void)launch.collective(kind, ~0u, operands);
 }
 
 std::byte* shared_memory(std::size_t offset_bytes, std::size_t size_bytes, std::size_t alignment) {

@@ -119,6 +119,8 @@ void cp_async_wait_group(unsigned pending_groups);
 // still pending in the current phase, and how many phases have completed. A phase completes when both
 // pending counts are zero (PTX: "pending arrival count" and "tx-count"); the next phase then starts with the
 // same arrival count and no transaction bytes. A barrier's state lives for one CTA, as shared memory does.
+// When a CTA ends, a barrier whose transaction bytes are not settled (expect_tx and the copies' bytes
+// disagree, so some phase completed before its data landed or never can) is reported as an EmulationError.
 // mbarrier.init.shared::cta.b64 [offset], count: count in 1..2^20 - 1 (PTX's limit).
 void mbarrier_init(std::size_t offset_bytes, unsigned count);
 // mbarrier.expect_tx: the current phase waits for tx_bytes more bytes of asynchronous copies.
@@ -136,6 +138,30 @@ void mbarrier_complete_tx(std::size_t offset_bytes, std::uint32_t tx_bytes);
 void mbarrier_wait_parity(std::size_t offset_bytes, unsigned parity);
 // mbarrier.test_wait.parity: the same test without waiting.
 bool mbarrier_test_parity(std::size_t offset_bytes, unsigned parity);
+
+// --- Hopper's warpgroup matrix multiply and stmatrix (isa_wgmma.hpp has the layouts and the PTX ISA sections). ---
+enum class WgmmaInput { f16, bf16, e4m3 };
+struct WgmmaShape {
+  WgmmaInput input = WgmmaInput::f16;
+  unsigned n = 0;               // N: a multiple of 8 in 8..256; K is 16 (f16, bf16) or 32 (e4m3), M is 64
+  bool a_in_registers = false;  // A from the threads' fragments, else from shared memory by desc_a
+  bool b_mn_major = false;      // B's descriptor describes an N-major tile (imm-tnsp-b), else K-major
+};
+// wgmma.mma_async.sync.aligned.m64nNkK: a warpgroup collective (the 128 threads of the caller's warpgroup
+// must all call it with the same shape, descriptors and accumulate flag; else EmulationError). a_registers:
+// the thread's 4 A registers (a_in_registers), d: its N/2 accumulators, read when accumulate and written.
+// Each element of D is accumulated in a fixed order in fp32, acc = (accumulate ? D : 0), then acc += A·B
+// for k = 0, 1, ..., K-1 (every product exact in fp32); hardware's order is unspecified, as for mma.sync.
+// Completes at issue. Every shared element read is checked against the launch's shared memory.
+void wgmma(const WgmmaShape& shape, std::uint64_t desc_a, const std::uint32_t* a_registers, std::uint64_t desc_b,
+           float* d, bool accumulate);
+// The shared-memory byte offset of element (row, k) of a wgmma operand: row is the M index of A or the N index
+// of B; mn_major: the descriptor describes an M/N-major tile. Exposed for tests; the layout is in isa_wgmma.hpp.
+std::size_t wgmma_element_offset(std::uint64_t descriptor, bool mn_major, unsigned element_bytes, unsigned row,
+                                 unsigned k);
+// stmatrix.sync.aligned.m8n8.x<matrices>[.trans].shared.b16: the inverse of ldmatrix (same lane roles and
+// checks); r[i] is the lane's fragment of matrix i.
+void stmatrix(unsigned matrices, bool transpose, std::size_t row_offset_bytes, const std::uint32_t (&r)[4]);
 
 // --- Memory. ---
 // The CTA's dynamic shared memory from offset_bytes, size_bytes long; throws EmulationError when the range

@@ -1,0 +1,84 @@
+// cuda.fa3 (and emu.fa3) — FlashAttention-3's forward pass for Hopper: a producer warpgroup feeding K and V
+// by TMA through an mbarrier ring, two consumer warpgroups running wgmma and the online softmax in pingpong,
+// on a persistent grid. The kernel, its tiling and its costs are described in cuda/fa3/fa3.cuh; this file
+// is the implementation's shell: support (sm_90 GPUs only, and a binary with sm_90a code), predictions and
+// the launch details.
+//
+// Against cuda.fa2 (the seed's FA-2 → FA-3 step): the same algorithm and the same tile count per head, but
+// the loads are one TMA instruction per 64-column box issued by one thread, the GEMMs are asynchronous
+// warpgroup-wide wgmma reading shared memory directly (no ldmatrix), and the softmax of one consumer hides
+// behind the GEMMs of the other.
+#include <fmt/format.h>
+
+#include "cuda/factories.hpp"
+#include "cuda/kernel_implementation.hpp"
+
+namespace faprobe::cuda {
+namespace {
+
+constexpr int kPersistentSms = 132;  // an H200's SMs, for the details of an emulated run
+
+class Fa3Run final : public KernelRun {
+ public:
+  Fa3Run(const Case& c, KernelTensors& tensors, Target target)
+      : args_(KernelImplementation::attention_args(c, tensors)), target_(target) {}
+  void forward(const Launch& launch) override { fa3_forward(launch, args_); }
+  nlohmann::json details() const override {
+    const KernelShape shape = fa3_shape(args_.dtype, args_.head_dim);
+    const std::int64_t query_blocks = (args_.seq_q + shape.block_q - 1) / shape.block_q;
+    const std::int64_t tiles = query_blocks * args_.heads * args_.batch;
+    int sms = kPersistentSms;
+    if (target_ == Target::gpu) {
+      const std::vector<gpu::DeviceInfo> found = gpu::devices();
+      if (!found.empty()) sms = found.front().sm_count;
+    }
+    return {{"block_q", shape.block_q},
+            {"block_k", shape.block_k},
+            {"threads", shape.threads},
+            {"shared_bytes", shape.shared_bytes},
+            {"tiles", tiles},
+            {"grid", std::min<std::int64_t>(tiles, sms)},
+            {"stages", 2}};
+  }
+
+ private:
+  AttentionArgs args_;
+  Target target_;
+};
+
+class Fa3 final : public KernelImplementation {
+ public:
+  using KernelImplementation::KernelImplementation;
+
+  std::uint64_t predicted_bytes(const Case& c) const override { return tensor_bytes(c); }
+
+  double predicted_seconds(const Case& c, const MachineRates& rates) const override {
+    (void)rates;
+    if (target() == Target::gpu) return c.flops() / 300e12 + 1e-5;  // loose: half the FA-3 paper's H100 figure
+    // emulated: ~1 ns per multiply-accumulate of the wgmma emulation, plus the fibers' switches.
+    return c.flops() / 2.0 * 1e-9 + 1e-3;
+  }
+
+ protected:
+  std::string kernel_name() const override { return "fa3"; }
+  std::string kernel_supports(const Case& c) const override {
+    std::string reason = fa3_supports(c.dtype, c.head_dim);
+    if (!reason.empty() || target() != Target::gpu) return reason;
+    reason = fa3_gpu_missing();
+    if (!reason.empty()) return reason;
+    const std::vector<gpu::DeviceInfo> found = gpu::devices();
+    if (!found.empty() && found.front().compute_major != 9)
+      return fmt::format("the fa3 kernel needs an sm_90 GPU (Hopper: wgmma, TMA, setmaxnreg); {} is sm_{}{}",
+                         found.front().name, found.front().compute_major, found.front().compute_minor);
+    return "";
+  }
+  std::unique_ptr<KernelRun> make_run(const Case& c, KernelTensors& tensors) const override {
+    return std::make_unique<Fa3Run>(c, tensors, target());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Implementation> make_fa3(Target target) { return std::make_unique<Fa3>(target); }
+
+}  // namespace faprobe::cuda
