@@ -2,7 +2,7 @@
 // loads through the mbarrier ring, the consumers' wgmma and pingpong, the persistent schedule, all run as
 // they are written; inputs from make_inputs, the output checked by the project's checker against the
 // float64 reference over odd shapes (lengths 1, 17, 129, 1000; head_dim 64, 128, 256; causal with
-// seq_q ≠ seq_k; GQA and MQA; fp16 and bf16), with a persistent grid smaller than the tile count, the LSE
+// seq_q ≠ seq_k; GQA and MQA; fp16, bf16 and fp8_e4m3), with a persistent grid smaller than the tile count, the LSE
 // against a host computation, and planted defects: a swizzle mismatch between TMA and the wgmma
 // descriptor, a dropped rescale and an off-by-one causal mask must be caught; a stage never released and a
 // wrong transaction byte count must be reported as a deadlock naming the mbarrier, not hang.
@@ -34,6 +34,8 @@ HostTensor run_fa3(const Case& c, std::vector<float>* lse = nullptr, int sms = c
   return run_flash_kernel(
       c,
       [sms](cuda::AttentionArgs& args) {
+        std::vector<std::uint64_t> workspace((cuda::fa3_workspace_bytes(args) + 7) / 8);  // V^T for fp8_e4m3
+        args.workspace = workspace.data();
         if constexpr (kDefect == Defect::none) {
           if (sms == cuda::fa3::kEmulatedSms) {
             cuda::fa3_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args);
@@ -50,7 +52,7 @@ VerifyResult check(const Case& c, const HostTensor& output) { return check_outpu
 // Block sizes (Traits): 128 query rows (two consumers of 64); keys 128 per block at d 64 and 128, 64 at 256.
 std::vector<Case> odd_shapes() {
   const Mask none = Mask::none, causal = Mask::causal;
-  const DType fp16 = DType::fp16, bf16 = DType::bf16;
+  const DType fp16 = DType::fp16, bf16 = DType::bf16, fp8 = DType::fp8_e4m3;
   return {
       make_case(1, 1, 1, 1, 1, 64, fp16, none),
       make_case(1, 2, 2, 1, 1, 256, bf16, causal),
@@ -67,6 +69,12 @@ std::vector<Case> odd_shapes() {
       make_case(1, 4, 1, 17, 200, 256, bf16, none),       // MQA
       make_case(1, 1, 1, 1000, 1000, 64, fp16, causal),   // 8 query blocks, causal block skipping
       make_case(1, 1, 1, 1000, 1000, 128, bf16, none),    // 8 key blocks: both stages reused 4 times
+      // fp8_e4m3 (per-tensor scales, V transposed, bf16 output): 64-byte rows at d 64, 128-byte ones above.
+      make_case(1, 1, 1, 1, 1, 64, fp8, none),
+      make_case(1, 2, 2, 17, 17, 64, fp8, causal),
+      make_case(1, 1, 1, 129, 300, 128, fp8, causal),     // seq_q < seq_k, 3 key blocks, a partial 32-key group
+      make_case(1, 1, 1, 300, 129, 256, fp8, causal),     // seq_q > seq_k
+      make_case(1, 4, 1, 129, 1000, 128, fp8, none),      // MQA, 8 key blocks
   };
 }
 
@@ -148,6 +156,14 @@ TEST(Fa3Planted, CausalOffByOneIsCaught) {
                        make_case(1, 1, 1, 129, 129, 128, DType::bf16, Mask::none), "no causal mask, nothing to get wrong",
                        [](const Case& c) { return run_fa3(c); },
                        [](const Case& c) { return run_fa3<Defect::causal_off_by_one>(c); });
+}
+
+// e4m3 without V's per-tensor scale (2^-6): O is 64 times too large, far outside fp8's own tolerance.
+TEST(Fa3Planted, Fp8WithoutTheVScaleIsCaught) {
+  const Case c = make_case(1, 2, 1, 129, 200, 128, DType::fp8_e4m3, Mask::causal);
+  EXPECT_TRUE(check(c, run_fa3(c)).passed);
+  const VerifyResult bad = check(c, run_fa3<Defect::no_v_scale>(c));
+  EXPECT_FALSE(bad.passed) << "no_v_scale not caught: " << describe(bad);
 }
 
 // The consumers never release a K stage: the producer's wait for the stage's "empty" phase can never

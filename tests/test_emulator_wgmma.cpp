@@ -311,6 +311,29 @@ TEST(EmulatorWgmma, MisuseIsReported) {
                   {"deadlock", "wgmma of warpgroup 0 (96 of 128 threads arrived)"});
 }
 
+TEST(EmulatorE4m3, ConversionRoundsToNearestEvenAndSaturates) {
+  // Every code's value converts back to the code; a midpoint between neighbours goes to the even code;
+  // past ±448 saturates; NaN is 0x7F (cvt.rn.satfinite.e4m3x2.f32).
+  std::vector<std::uint8_t> codes;
+  std::vector<float> values;
+  for (unsigned code = 0; code < 0x7f; ++code) {
+    const float magnitude = static_cast<float>(code >> 3) == 0.0f ? std::ldexp(static_cast<float>(code & 7u), -9)
+                                                                   : std::ldexp(1.0f + static_cast<float>(code & 7u) / 8.0f,
+                                                                                static_cast<int>(code >> 3) - 7);
+    EXPECT_EQ(e4m3_from_float(magnitude), code);
+    EXPECT_EQ(e4m3_from_float(-magnitude), code == 0 ? 0x80u : (code | 0x80u));
+    codes.push_back(static_cast<std::uint8_t>(code));
+    values.push_back(magnitude);
+  }
+  for (std::size_t i = 0; i + 1 < values.size(); ++i) {
+    const float midpoint = (values[i] + values[i + 1]) / 2;
+    EXPECT_EQ(e4m3_from_float(midpoint), codes[i] % 2 == 0 ? codes[i] : codes[i + 1]) << midpoint;
+  }
+  EXPECT_EQ(e4m3_from_float(1000.0f), 0x7e);
+  EXPECT_EQ(e4m3_from_float(-1e30f), 0xfe);
+  EXPECT_EQ(e4m3_from_float(std::nanf("")), 0x7f);
+}
+
 TEST(EmulatorStmatrix, StoresTheLdmatrixFragmentAndItsTranspose) {
   // Each lane stores the fragment ldmatrix would give it for matrix i = element value 64i + 8·row + col;
   // the rows go to lane-supplied addresses 32 bytes apart. With .trans, row and col swap.

@@ -10,6 +10,7 @@
 // behind the GEMMs of the other.
 #include <fmt/format.h>
 
+#include "cuda/attention_args.hpp"
 #include "cuda/factories.hpp"
 #include "cuda/kernel_implementation.hpp"
 
@@ -21,7 +22,10 @@ constexpr int kPersistentSms = 132;  // an H200's SMs, for the details of an emu
 class Fa3Run final : public KernelRun {
  public:
   Fa3Run(const Case& c, KernelTensors& tensors, Target target)
-      : args_(KernelImplementation::attention_args(c, tensors)), target_(target) {}
+      : args_(KernelImplementation::attention_args(c, tensors)), target_(target) {
+    workspace_ = KernelBuffer(target, fa3_workspace_bytes(args_), AllocKind::workspace);  // V^T for fp8_e4m3
+    args_.workspace = workspace_.data();
+  }
   void forward(const Launch& launch) override { fa3_forward(launch, args_); }
   nlohmann::json details() const override {
     const KernelShape shape = fa3_shape(args_.dtype, args_.head_dim);
@@ -38,19 +42,23 @@ class Fa3Run final : public KernelRun {
             {"shared_bytes", shape.shared_bytes},
             {"tiles", tiles},
             {"grid", std::min<std::int64_t>(tiles, sms)},
-            {"stages", 2}};
+            {"stages", 2},
+            {"workspace_bytes", workspace_.bytes()}};
   }
 
  private:
   AttentionArgs args_;
   Target target_;
+  KernelBuffer workspace_;
 };
 
 class Fa3 final : public KernelImplementation {
  public:
   using KernelImplementation::KernelImplementation;
 
-  std::uint64_t predicted_bytes(const Case& c) const override { return tensor_bytes(c); }
+  std::uint64_t predicted_bytes(const Case& c) const override {
+    return tensor_bytes(c) + fa3_workspace_bytes(cuda::attention_args(c, nullptr, nullptr, nullptr, nullptr));
+  }
 
   double predicted_seconds(const Case& c, const MachineRates& rates) const override {
     (void)rates;

@@ -7,7 +7,7 @@
 
 namespace faprobe::cuda {
 
-enum class ElementType { fp16, bf16 };
+enum class ElementType { fp16, bf16, e4m3 };  // e4m3: cuda.fa3 only (its own dispatch, fa3.cuh)
 
 template <class E, int D>
 struct Instantiation {
@@ -22,6 +22,7 @@ constexpr bool instantiated_head_dim(long long head_dim) { return head_dim == 64
 // instantiation.
 template <class Fn>
 bool dispatch_instantiation(ElementType element, int head_dim, Fn&& fn) {
+  if (element == ElementType::e4m3) return false;  // no 16-bit instantiation
   const bool bf16 = element == ElementType::bf16;
   switch (head_dim) {
     case 64: bf16 ? fn(Instantiation<isa::BFloat16, 64>{}) : fn(Instantiation<isa::Half, 64>{}); return true;

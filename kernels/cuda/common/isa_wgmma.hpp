@@ -68,8 +68,27 @@ namespace ptx {
 #endif
 
 // The input type of a wgmma: isa::Half, isa::BFloat16 (K = 16) or isa::E4M3 (K = 32, both operands K-major).
+// pack4: four fp32 values rounded to e4m3 (cvt.rn.satfinite.e4m3x2.f32, PTX ISA "cvt": round to nearest
+// even, saturating to ±448) in one register, the first in bits 0-7, as the e4m3 wgmma A fragment holds them.
 struct E4M3 {
   using Storage = std::uint8_t;
+  static FAPROBE_DEVICE std::uint32_t pack4(float b0, float b1, float b2, float b3) {
+#if defined(__CUDACC__)
+#if FAPROBE_SM90_PTX
+    unsigned short low = 0, high = 0;  // cvt d, a, b puts a in the upper byte of d
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(low) : "f"(b1), "f"(b0));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(high) : "f"(b3), "f"(b2));
+    return std::uint32_t{low} | (std::uint32_t{high} << 16);
+#else
+    (void)b0, (void)b1, (void)b2, (void)b3;
+    __trap();
+    return 0;
+#endif
+#else
+    return std::uint32_t{emu::e4m3_from_float(b0)} | (std::uint32_t{emu::e4m3_from_float(b1)} << 8) |
+           (std::uint32_t{emu::e4m3_from_float(b2)} << 16) | (std::uint32_t{emu::e4m3_from_float(b3)} << 24);
+#endif
+  }
 };
 
 namespace detail {

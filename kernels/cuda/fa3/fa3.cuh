@@ -50,39 +50,55 @@
 
 namespace faprobe::cuda::fa3 {
 
-// Tile sizes per head_dim. Per consumer thread the registers hold O (d/2 fp32), S (block_k/2 fp32) and P
-// (block_k/4 packed registers), within setmaxnreg's 240:
-//   d = 64:  block_k 128: O 32 + S 64 + P 32.   Shared memory 16 + 2·2·16 KiB = 80 KiB.
-//   d = 128: block_k 128: O 64 + S 64 + P 32.   Shared memory 32 + 2·2·32 KiB = 160 KiB.
-//   d = 256: block_k 64:  O 128 + S 32 + P 16.  Shared memory 64 + 2·2·32 KiB = 192 KiB.
-// Two stages for K and for V (the issue's minimum; the shared memory of d 256 leaves no room for three).
-template <int HeadDim>
+// Tile sizes per head_dim and element size. Per consumer thread the registers hold O (d/2 fp32), S
+// (block_k/2 fp32) and P (block_k/4 packed registers for 16-bit, block_k/8 for e4m3), within setmaxnreg's 240:
+//   16-bit d = 64:  block_k 128: O 32 + S 64 + P 32.   Shared memory 16 + 2·2·16 KiB = 80 KiB.
+//   16-bit d = 128: block_k 128: O 64 + S 64 + P 32.   Shared memory 32 + 2·2·32 KiB = 160 KiB.
+//   16-bit d = 256: block_k 64:  O 128 + S 32 + P 16.  Shared memory 64 + 2·2·32 KiB = 192 KiB.
+//   e4m3, every d:  block_k 128: O d/2 + S 64 + P 16.  Shared memory (128 + 4·128)·d bytes: 40, 80, 160 KiB.
+// Two stages for K and for V (the issue's minimum; the shared memory of 16-bit d 256 leaves no room for
+// three). A tile row is 128 bytes (64 16-bit or 128 e4m3 columns, 128-byte swizzle), or all of d when that is
+// shorter (e4m3 d 64: 64-byte rows, 64-byte swizzle); d is then d·size/row_bytes such column blocks. e4m3's V
+// arrives transposed (V^T, keys contiguous: its wgmma takes K-major operands only): one block of d rows by
+// block_k = 128 keys.
+template <int HeadDim, int ElementBytes = 2>
 struct Traits {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "cuda.fa3 is instantiated for d 64, 128, 256");
+  static_assert(ElementBytes == 2 || ElementBytes == 1, "16-bit (fp16, bf16) or e4m3 elements");
   static constexpr int head_dim = HeadDim;
+  static constexpr bool fp8 = ElementBytes == 1;
   static constexpr int warpgroups = 3;  // producer, consumer 0, consumer 1
   static constexpr int threads = warpgroups * 128;
   static constexpr int consumer_threads = 2 * 128;
   static constexpr int min_ctas_per_sm = 1;
   static constexpr int rows_per_consumer = 64;  // wgmma's M
   static constexpr int block_q = 2 * rows_per_consumer;
-  static constexpr int block_k = HeadDim == 256 ? 64 : 128;
+  static constexpr int block_k = HeadDim == 256 && !fp8 ? 64 : 128;
+  static constexpr int wgmma_k = fp8 ? 32 : 16;  // K of one wgmma: 32 bytes either way
   static constexpr int stages = 2;
   static constexpr unsigned producer_registers = 24;
   static constexpr unsigned consumer_registers = 240;
   static_assert(128 * (producer_registers + 2 * consumer_registers) <= 65536, "the register file holds 64 Ki registers");
 
-  static constexpr int column_blocks = HeadDim / 64;  // 128-byte swizzled column blocks of a tile
-  static constexpr std::size_t swizzle_row_bytes = 128;
-  static constexpr std::size_t q_block_bytes = std::size_t{block_q} * swizzle_row_bytes;   // one column block
-  static constexpr std::size_t kv_block_bytes = std::size_t{block_k} * swizzle_row_bytes;
+  // Q and K tiles: column blocks of row_bytes-byte swizzled rows.
+  static constexpr std::size_t row_bytes = HeadDim * ElementBytes < 128 ? HeadDim * ElementBytes : 128;
+  static constexpr int column_elements = static_cast<int>(row_bytes) / ElementBytes;
+  static constexpr int column_blocks = HeadDim / column_elements;
+  static constexpr isa::WgmmaSwizzle qk_swizzle = row_bytes == 128 ? isa::WgmmaSwizzle::bytes128 : isa::WgmmaSwizzle::bytes64;
+  static constexpr isa::TmaSwizzle qk_tma_swizzle = row_bytes == 128 ? isa::TmaSwizzle::bytes128 : isa::TmaSwizzle::bytes64;
+  static constexpr std::uint32_t row_group_bytes = 8 * static_cast<std::uint32_t>(row_bytes);  // SBO: 8 rows
+  static constexpr std::size_t q_block_bytes = std::size_t{block_q} * row_bytes;  // one column block
+  static constexpr std::size_t k_block_bytes = std::size_t{block_k} * row_bytes;
   static constexpr std::size_t q_tile_bytes = q_block_bytes * column_blocks;
-  static constexpr std::size_t kv_tile_bytes = kv_block_bytes * column_blocks;
+  static constexpr std::size_t k_tile_bytes = k_block_bytes * column_blocks;
+  // V tiles: 16-bit as K (key rows, N-major for P·V); e4m3 V^T: head_dim rows of block_k = 128 key bytes.
+  static constexpr std::size_t v_block_bytes = fp8 ? std::size_t{HeadDim} * block_k : k_block_bytes;
+  static constexpr std::size_t v_tile_bytes = fp8 ? v_block_bytes : k_tile_bytes;
   // Shared memory: Q, the K stages, the V stages, then the mbarriers (8 bytes each).
   static constexpr std::size_t q_offset = 0;
   static constexpr std::size_t k_offset = q_offset + q_tile_bytes;
-  static constexpr std::size_t v_offset = k_offset + stages * kv_tile_bytes;
-  static constexpr std::size_t barrier_offset = v_offset + stages * kv_tile_bytes;
+  static constexpr std::size_t v_offset = k_offset + stages * k_tile_bytes;
+  static constexpr std::size_t barrier_offset = v_offset + stages * v_tile_bytes;
   static constexpr std::size_t q_full = barrier_offset;
   static constexpr std::size_t q_empty = q_full + 8;
   static constexpr std::size_t k_full = q_empty + 8;               // + 8·stage
@@ -91,13 +107,26 @@ struct Traits {
   static constexpr std::size_t v_empty = v_full + 8 * stages;
   static constexpr std::size_t shared_bytes = v_empty + 8 * stages;
   static constexpr std::uint32_t q_bytes = static_cast<std::uint32_t>(q_tile_bytes);
-  static constexpr std::uint32_t kv_bytes = static_cast<std::uint32_t>(kv_tile_bytes);
+  static constexpr std::uint32_t k_bytes = static_cast<std::uint32_t>(k_tile_bytes);
+  static constexpr std::uint32_t v_bytes = static_cast<std::uint32_t>(v_tile_bytes);
 
   static constexpr unsigned query_blocks(int seq_q) { return static_cast<unsigned>((seq_q + block_q - 1) / block_q); }
 
-  static_assert(q_block_bytes % 1024 == 0 && kv_block_bytes % 1024 == 0, "tiles keep the 1024-byte swizzle alignment");
+  static_assert(q_block_bytes % 1024 == 0 && k_block_bytes % 1024 == 0 && v_block_bytes % 1024 == 0,
+                "tiles keep the 1024-byte swizzle alignment");
   static_assert(shared_bytes <= 227 * 1024, "sm_90 allows 227 KiB of shared memory per block (opt-in)");
 };
+// The Traits of an element tag.
+template <class Element, int HeadDim>
+using TraitsOf = Traits<HeadDim, std::is_same_v<Element, isa::E4M3> ? 1 : 2>;
+
+// e4m3's P·V: within each 32-key group, V^T's column (and P's k index) p holds key
+// 16·(p / 16) + 2·((p % 16) / 4) + (p % 2) + 8·((p % 4) / 2), so that the e4m3 A fragment of P (4 consecutive k
+// per register) is made of the thread's own S accumulators, with no shuffle (isa_wgmma.hpp's layouts).
+FAPROBE_DEVICE constexpr int fp8_key_of_column(int column) {
+  const int within = column % 32;
+  return column - within + 16 * (within / 16) + 2 * ((within % 16) / 4) + within % 2 + 8 * ((within % 4) / 2);
+}
 
 // The CTA's named barriers (bar.sync / bar.arrive ids; PTX has 16 per CTA). 0 is __syncthreads.
 enum class NamedBarrier : unsigned {
@@ -114,17 +143,20 @@ enum class Defect {
   causal_off_by_one,  // the causal mask lets each row see one key past its diagonal
   missing_expect_tx,  // the producer announces one K tile's bytes too few: the full barrier completes early
   never_released,     // the consumers never release a K stage: the producer's wait can never complete
+  no_v_scale,         // e4m3: O is not multiplied by V's per-tensor scale
 };
 
-// The kernel's arguments: FA-2's, plus the tensor maps of Q, K and V (boxes of 64 columns by block_q or
-// block_k rows of one head; dims (d, seq, heads, batch)) and the persistent schedule. On the GPU the whole
+// The kernel's arguments: FA-2's, plus the tensor maps of Q, K and V (boxes of one column block by block_q or
+// block_k rows of one head; dims (d, seq, heads, batch); e4m3's V^T: (seq_k padded, d, kv_heads, batch), boxes
+// of block_k keys by d rows) and the persistent schedule. On the GPU the whole
 // struct is a __grid_constant__ parameter, so the maps' addresses are what cp.async.bulk.tensor takes.
 struct Params {
   isa::TensorMap q_map;
   isa::TensorMap k_map;
   isa::TensorMap v_map;
-  AttentionParams attention;
-  int tiles = 0;  // query blocks · heads · batch
+  AttentionParams attention;  // for e4m3, q/k/v are unused (the maps hold them) and scale_log2 includes Q's and K's scales
+  float output_scale = 1.0f;  // e4m3: V's scale, applied to O at the end; 1 otherwise
+  int tiles = 0;              // query blocks · heads · batch
 };
 
 // An H200's SMs: the persistent grid's size under emulation (the device "emulated sm_90a" stands for).
@@ -133,6 +165,18 @@ inline constexpr int kEmulatedSms = 132;
 // CTAs of the persistent grid: one per SM, at most one per tile.
 inline unsigned persistent_ctas(const Params& params, int sms) {
   return static_cast<unsigned>(params.tiles < sms ? params.tiles : sms);
+}
+
+// dispatch_instantiation (common/instantiation.hpp) with e4m3 too: fn(Instantiation<isa::E4M3, d>{}).
+template <class Fn>
+bool dispatch_fa3_instantiation(ElementType element, int head_dim, Fn&& fn) {
+  if (element != ElementType::e4m3) return dispatch_instantiation(element, head_dim, fn);
+  switch (head_dim) {
+    case 64: fn(Instantiation<isa::E4M3, 64>{}); return true;
+    case 128: fn(Instantiation<isa::E4M3, 128>{}); return true;
+    case 256: fn(Instantiation<isa::E4M3, 256>{}); return true;
+    default: return false;
+  }
 }
 
 namespace detail {
@@ -180,7 +224,7 @@ FAPROBE_DEVICE void produce(const Params& params) {
     isa::mbarrier_wait_parity(T::q_empty, static_cast<unsigned>((tile_count & 1) ^ 1));
     isa::mbarrier_arrive(T::q_full, T::q_bytes);
     for (int c = 0; c < T::column_blocks; ++c) {
-      const int coords[4] = {64 * c, t.query_block * T::block_q, t.head, t.batch};
+      const int coords[4] = {T::column_elements * c, t.query_block * T::block_q, t.head, t.batch};
       isa::tma_load<4>(T::q_offset + std::size_t{static_cast<unsigned>(c)} * T::q_block_bytes, params.q_map, T::q_full, coords);
     }
     const int kv_head = t.head / group;
@@ -188,68 +232,105 @@ FAPROBE_DEVICE void produce(const Params& params) {
     for (int j = 0; j < blocks; ++j, ++load) {
       const auto stage = static_cast<unsigned>(load % T::stages);
       const auto empty_parity = static_cast<unsigned>(((load / T::stages) & 1) ^ 1);
-      const std::size_t k_tile = T::k_offset + stage * T::kv_tile_bytes;
-      const std::size_t v_tile = T::v_offset + stage * T::kv_tile_bytes;
+      const std::size_t k_tile = T::k_offset + stage * T::k_tile_bytes;
+      const std::size_t v_tile = T::v_offset + stage * T::v_tile_bytes;
       isa::mbarrier_wait_parity(T::k_empty + 8 * stage, empty_parity);
-      const std::uint32_t k_expected = kDefect == Defect::missing_expect_tx && j == 0 ? T::kv_bytes / 2 : T::kv_bytes;
+      const std::uint32_t k_expected = kDefect == Defect::missing_expect_tx && j == 0 ? T::k_bytes / 2 : T::k_bytes;
       isa::mbarrier_arrive(T::k_full + 8 * stage, k_expected);
       for (int c = 0; c < T::column_blocks; ++c) {
-        const int coords[4] = {64 * c, j * T::block_k, kv_head, t.batch};
-        isa::tma_load<4>(k_tile + std::size_t{static_cast<unsigned>(c)} * T::kv_block_bytes, params.k_map, T::k_full + 8 * stage, coords);
+        const int coords[4] = {T::column_elements * c, j * T::block_k, kv_head, t.batch};
+        isa::tma_load<4>(k_tile + std::size_t{static_cast<unsigned>(c)} * T::k_block_bytes, params.k_map, T::k_full + 8 * stage, coords);
       }
       isa::mbarrier_wait_parity(T::v_empty + 8 * stage, empty_parity);
-      isa::mbarrier_arrive(T::v_full + 8 * stage, T::kv_bytes);
-      for (int c = 0; c < T::column_blocks; ++c) {
-        const int coords[4] = {64 * c, j * T::block_k, kv_head, t.batch};
-        isa::tma_load<4>(v_tile + std::size_t{static_cast<unsigned>(c)} * T::kv_block_bytes, params.v_map, T::v_full + 8 * stage, coords);
+      isa::mbarrier_arrive(T::v_full + 8 * stage, T::v_bytes);
+      if constexpr (T::fp8) {  // V^T: one box of block_k keys by head_dim rows
+        const int coords[4] = {j * T::block_k, 0, kv_head, t.batch};
+        isa::tma_load<4>(v_tile, params.v_map, T::v_full + 8 * stage, coords);
+      } else {
+        for (int c = 0; c < T::column_blocks; ++c) {
+          const int coords[4] = {T::column_elements * c, j * T::block_k, kv_head, t.batch};
+          isa::tma_load<4>(v_tile + std::size_t{static_cast<unsigned>(c)} * T::k_block_bytes, params.v_map, T::v_full + 8 * stage, coords);
+        }
       }
     }
     ++tile_count;
   }
 }
 
-// S = Q·K_jᵀ for consumer `consumer`'s 64 rows: head_dim / 16 wgmma k-steps, both operands K-major in
-// 128-byte swizzled column blocks (step kk reads 32 bytes at (kk % 4)·32 of column block kk / 4).
+// S = Q·K_jᵀ for consumer `consumer`'s 64 rows: head_dim / wgmma_k wgmma k-steps of 32 bytes, both operands
+// K-major in swizzled column blocks (step kk reads 32 bytes at (32·kk) % row_bytes of column block
+// 32·kk / row_bytes).
 template <class Element, class T, Defect kDefect, int KeyTiles>
 FAPROBE_DEVICE void issue_scores(float (&scores)[1][KeyTiles][4], unsigned consumer, std::size_t k_tile) {
-  constexpr auto k_swizzle = kDefect == Defect::swizzle_mismatch ? isa::WgmmaSwizzle::bytes64 : isa::WgmmaSwizzle::bytes128;
+  constexpr auto k_swizzle = kDefect == Defect::swizzle_mismatch ? isa::WgmmaSwizzle::bytes64 : T::qk_swizzle;
   float (&accumulator)[T::block_k / 2] = *reinterpret_cast<float (*)[T::block_k / 2]>(&scores[0][0][0]);
   isa::wgmma_fence_operand(accumulator);
   FAPROBE_UNROLL
-  for (int kk = 0; kk < T::head_dim / 16; ++kk) {
-    const std::size_t column_block = static_cast<unsigned>(kk / 4), within = static_cast<unsigned>(kk % 4) * 32;
+  for (int kk = 0; kk < T::head_dim / T::wgmma_k; ++kk) {
+    const std::size_t byte = std::size_t{static_cast<unsigned>(kk)} * 32;
+    const std::size_t column_block = byte / T::row_bytes, within = byte % T::row_bytes;
     const std::uint64_t q_desc = isa::wgmma_descriptor(
-        T::q_offset + column_block * T::q_block_bytes + consumer * T::rows_per_consumer * T::swizzle_row_bytes + within,
-        16, 1024, isa::WgmmaSwizzle::bytes128);
-    const std::uint64_t k_desc = isa::wgmma_descriptor(k_tile + column_block * T::kv_block_bytes + within, 16, 1024, k_swizzle);
+        T::q_offset + column_block * T::q_block_bytes + consumer * T::rows_per_consumer * T::row_bytes + within, 16,
+        T::row_group_bytes, T::qk_swizzle);
+    const std::uint64_t k_desc =
+        isa::wgmma_descriptor(k_tile + column_block * T::k_block_bytes + within, 16, T::row_group_bytes, k_swizzle);
     isa::wgmma_ss<T::block_k, Element>(accumulator, q_desc, k_desc, kk > 0);
   }
   isa::wgmma_commit_group();
   isa::wgmma_fence_operand(accumulator);
 }
 
-// O += P·V_j: block_k / 16 wgmma k-steps with P's A fragments from registers and V N-major (key rows of
-// 128 bytes per column block; 8-key groups 1024 bytes apart, column blocks kv_block_bytes apart).
+// O += P·V_j: block_k / wgmma_k wgmma k-steps with P's A fragments from registers. 16-bit: V N-major (key rows
+// of 128 bytes per column block; 8-key groups 1024 bytes apart, column blocks k_block_bytes apart). e4m3: V^T
+// K-major (head_dim rows of 128 key bytes, 8-row groups 1024 apart; step kk at byte 32·kk).
 template <class Element, class T, int KeySteps, int DimTiles>
 FAPROBE_DEVICE void issue_pv(float (&output)[DimTiles][4], const std::uint32_t (&p_frag)[KeySteps][4], std::size_t v_tile) {
   float (&accumulator)[T::head_dim / 2] = *reinterpret_cast<float (*)[T::head_dim / 2]>(&output[0][0]);
   isa::wgmma_fence_operand(accumulator);
   FAPROBE_UNROLL
   for (int kk = 0; kk < KeySteps; ++kk) {
-    const std::uint64_t v_desc = isa::wgmma_descriptor(v_tile + std::size_t{static_cast<unsigned>(kk)} * 16 * T::swizzle_row_bytes,
-                                                       static_cast<std::uint32_t>(T::kv_block_bytes), 1024,
-                                                       isa::WgmmaSwizzle::bytes128);
-    isa::wgmma_rs<T::head_dim, Element, true>(accumulator, p_frag[kk], v_desc, true);
+    if constexpr (T::fp8) {
+      const std::uint64_t v_desc = isa::wgmma_descriptor(v_tile + std::size_t{static_cast<unsigned>(kk)} * 32, 16, 1024,
+                                                         isa::WgmmaSwizzle::bytes128);
+      isa::wgmma_rs<T::head_dim, Element, false>(accumulator, p_frag[kk], v_desc, true);
+    } else {
+      const std::uint64_t v_desc = isa::wgmma_descriptor(v_tile + std::size_t{static_cast<unsigned>(kk)} * 16 * T::row_bytes,
+                                                         static_cast<std::uint32_t>(T::k_block_bytes), 1024,
+                                                         isa::WgmmaSwizzle::bytes128);
+      isa::wgmma_rs<T::head_dim, Element, true>(accumulator, p_frag[kk], v_desc, true);
+    }
   }
   isa::wgmma_commit_group();
   isa::wgmma_fence_operand(accumulator);
+}
+
+// P (the probabilities in S's accumulators) as the A fragments of P·V. 16-bit: accumulator tiles 2j and 2j+1
+// are exactly k-step j's fragment (warp_tiles.cuh). e4m3: k-step j covers tiles 4j..4j+3; with V^T's columns
+// in fp8_key_of_column's order, register r holds the thread's own elements of rows r % 2 of tiles
+// 4j + 2(r / 2) and 4j + 2(r / 2) + 1.
+template <class Element, int KeyTiles, int KeySteps>
+FAPROBE_DEVICE void probabilities_as_a(const float (&probabilities)[KeyTiles][4], std::uint32_t (&p_frag)[KeySteps][4]) {
+  if constexpr (std::is_same_v<Element, isa::E4M3>) {
+    FAPROBE_UNROLL
+    for (int j = 0; j < KeySteps; ++j) {
+      FAPROBE_UNROLL
+      for (int r = 0; r < 4; ++r) {
+        const int tile = 4 * j + 2 * (r / 2), row = 2 * (r % 2);
+        p_frag[j][r] = isa::E4M3::pack4(probabilities[tile][row], probabilities[tile][row + 1],
+                                        probabilities[tile + 1][row], probabilities[tile + 1][row + 1]);
+      }
+    }
+  } else {
+    tiles::probabilities_as_a<Element>(probabilities, p_frag);
+  }
 }
 
 // A consumer warpgroup: for each of the CTA's tiles, its 64 rows' pass over the key blocks.
 template <class Element, class T, Defect kDefect>
 FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
   constexpr int key_tiles = T::block_k / 8;
-  constexpr int key_steps = T::block_k / 16;
+  constexpr int key_steps = T::block_k / T::wgmma_k;
+  using OutputElement = std::conditional_t<T::fp8, isa::BFloat16, Element>;  // e4m3 writes bf16
   constexpr int dim_tiles = T::head_dim / 8;
   const AttentionParams& p = params.attention;
   const unsigned thread = isa::thread_linear_idx() % 128;  // within the warpgroup
@@ -293,14 +374,14 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
       isa::mbarrier_wait_parity(T::k_full + 8 * stage_of(load), parity_of(load));
       named_sync(my_turn, consumers);  // this consumer's turn at the tensor cores
       isa::wgmma_fence();
-      issue_scores<Element, T, kDefect>(scores, consumer, T::k_offset + stage_of(load) * T::kv_tile_bytes);
+      issue_scores<Element, T, kDefect>(scores, consumer, T::k_offset + stage_of(load) * T::k_tile_bytes);
       named_arrive(other_turn, consumers);
       isa::wgmma_wait_group<0>();
       isa::wgmma_fence_operand(*reinterpret_cast<float (*)[T::block_k / 2]>(&scores[0][0][0]));
       if constexpr (kDefect != Defect::never_released) isa::mbarrier_arrive(T::k_empty + 8 * stage_of(load));
       float alpha[OnlineSoftmax::rows];
       softmax_step(0, alpha);  // O is still zero: nothing to rescale
-      tiles::probabilities_as_a<Element>(scores[0], p_frag);
+      probabilities_as_a<Element>(scores[0], p_frag);
       ++load;
     }
     for (int j = 1; j < blocks; ++j, ++load) {
@@ -309,9 +390,9 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
       // This consumer's turn: S_j, then P_{j-1}·V_{j-1}, issued back to back.
       named_sync(my_turn, consumers);
       isa::wgmma_fence();
-      issue_scores<Element, T, kDefect>(scores, consumer, T::k_offset + stage * T::kv_tile_bytes);
+      issue_scores<Element, T, kDefect>(scores, consumer, T::k_offset + stage * T::k_tile_bytes);
       isa::mbarrier_wait_parity(T::v_full + 8 * previous_stage, parity_of(load - 1));
-      issue_pv<Element, T>(output, p_frag, T::v_offset + previous_stage * T::kv_tile_bytes);
+      issue_pv<Element, T>(output, p_frag, T::v_offset + previous_stage * T::v_tile_bytes);
       named_arrive(other_turn, consumers);
       // The softmax of S_j runs while P_{j-1}·V_{j-1} is still in flight.
       isa::wgmma_wait_group<1>();
@@ -329,13 +410,13 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
           for (int e = 0; e < 4; ++e) output[d][e] *= alpha[e / 2];
         }
       }
-      tiles::probabilities_as_a<Element>(scores[0], p_frag);
+      probabilities_as_a<Element>(scores[0], p_frag);
     }
     if (blocks > 0) {  // the last block's P·V
       const unsigned stage = stage_of(load - 1);
       isa::mbarrier_wait_parity(T::v_full + 8 * stage, parity_of(load - 1));
       isa::wgmma_fence();
-      issue_pv<Element, T>(output, p_frag, T::v_offset + stage * T::kv_tile_bytes);
+      issue_pv<Element, T>(output, p_frag, T::v_offset + stage * T::v_tile_bytes);
       isa::wgmma_wait_group<0>();
       isa::wgmma_fence_operand(*reinterpret_cast<float (*)[T::head_dim / 2]>(&output[0][0]));
       isa::mbarrier_arrive(T::v_empty + 8 * stage);
@@ -353,11 +434,11 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
     for (int r = 0; r < 2; ++r) {
       const int row = rows[0][r];
       if (row >= p.seq_q) continue;
-      const float inverse_sum = softmax.inverse_sum(r);
+      const float inverse_sum = softmax.inverse_sum(r) * (kDefect == Defect::no_v_scale ? 1.0f : params.output_scale);
       const std::size_t row_base = q_base + std::size_t{static_cast<unsigned>(row)} * q_seq_stride + (lane % 4) * 2;
       FAPROBE_UNROLL
       for (int d = 0; d < dim_tiles; ++d) {
-        const std::uint32_t pair = Element::pack2(output[d][2 * r] * inverse_sum, output[d][2 * r + 1] * inverse_sum);
+        const std::uint32_t pair = OutputElement::pack2(output[d][2 * r] * inverse_sum, output[d][2 * r + 1] * inverse_sum);
         p.o[row_base + std::size_t{static_cast<unsigned>(d)} * 8] = static_cast<std::uint16_t>(pair & 0xffffu);
         p.o[row_base + std::size_t{static_cast<unsigned>(d)} * 8 + 1] = static_cast<std::uint16_t>(pair >> 16);
       }
@@ -377,7 +458,7 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
 // SM and at most Params::tiles CTAs. Traits::shared_bytes of dynamic shared memory.
 template <class Element, int HeadDim, Defect kDefect = Defect::none>
 FAPROBE_DEVICE void forward_body(const Params& params) {
-  using T = Traits<HeadDim>;
+  using T = TraitsOf<Element, HeadDim>;
   const unsigned thread = isa::thread_linear_idx();
   const unsigned warpgroup = thread / 128;
   if (thread == 0) {

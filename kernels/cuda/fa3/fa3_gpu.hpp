@@ -5,6 +5,7 @@
 #pragma once
 
 #include "cuda/fa3/fa3.cuh"
+#include "cuda/fa3/transpose_v.cuh"
 
 #if defined(__CUDACC__)
 #include "cuda/common/launch_gpu.cuh"
@@ -17,6 +18,9 @@ namespace faprobe::cuda::fa3 {
 // std::runtime_error when the binary holds no sm_90a code.
 void forward_gpu(const Params& params, ElementType element, int head_dim, void* stream);
 
+// The e4m3 prologue (transpose_v.cuh) on the stream.
+void transpose_v_gpu(const TransposeParams& params, void* stream);
+
 // One per instantiation file.
 template <class Element, int HeadDim>
 void launch(const Params& params, unsigned ctas, void* stream);
@@ -26,5 +30,8 @@ template <> void launch<isa::Half, 256>(const Params& params, unsigned ctas, voi
 template <> void launch<isa::BFloat16, 64>(const Params& params, unsigned ctas, void* stream);
 template <> void launch<isa::BFloat16, 128>(const Params& params, unsigned ctas, void* stream);
 template <> void launch<isa::BFloat16, 256>(const Params& params, unsigned ctas, void* stream);
+template <> void launch<isa::E4M3, 64>(const Params& params, unsigned ctas, void* stream);
+template <> void launch<isa::E4M3, 128>(const Params& params, unsigned ctas, void* stream);
+template <> void launch<isa::E4M3, 256>(const Params& params, unsigned ctas, void* stream);
 
 }  // namespace faprobe::cuda::fa3

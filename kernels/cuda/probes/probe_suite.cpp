@@ -6,7 +6,7 @@
 // Memory: inputs and outputs live in tracked host memory for the emulator and in gpu::DeviceBuffer (faprobe's
 // stream-ordered pool) for the GPU; every output starts filled with 0xAB bytes on both targets, so a word a
 // probe leaves unwritten (ldmatrix.x1's registers 1-3) compares equal, and one that only one target writes
-// does not. A few kB per probe.
+// does not. A few kB per probe; the TMA ones about 100 kB (two 40 kB matrices).
 #include "cuda/probes/probe_suite.hpp"
 
 #include <algorithm>

@@ -1135,6 +1135,24 @@ std::size_t wgmma_element_offset(std::uint64_t descriptor, bool mn_major, unsign
   return address ^ (((address >> 7) & (width - 1)) << 4);
 }
 
+std::uint8_t e4m3_from_float(float value) {
+  if (std::isnan(value)) return 0x7f;
+  const std::uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  const float magnitude = std::fabs(value);
+  constexpr unsigned largest = 0x7e;  // 448
+  if (magnitude >= e4m3_to_float(largest)) return static_cast<std::uint8_t>(sign | largest);
+  unsigned low = 0, high = largest;  // e4m3_to_float(low) <= magnitude < e4m3_to_float(high)
+  while (high - low > 1) {
+    const unsigned middle = (low + high) / 2;
+    if (e4m3_to_float(static_cast<std::uint8_t>(middle)) <= magnitude) low = middle;
+    else high = middle;
+  }
+  const float below = magnitude - e4m3_to_float(static_cast<std::uint8_t>(low));
+  const float above = e4m3_to_float(static_cast<std::uint8_t>(high)) - magnitude;
+  const unsigned nearest = below < above ? low : above < below ? high : (low % 2 == 0 ? low : high);
+  return static_cast<std::uint8_t>(sign | nearest);
+}
+
 void stmatrix(unsigned matrices, bool transpose, std::size_t row_offset_bytes, const std::uint32_t (&r)[4]) {
   Launch& launch = running_launch("stmatrix");
   CollectiveKind kind = CollectiveKind::stmatrix_x1;

@@ -159,6 +159,10 @@ void wgmma(const WgmmaShape& shape, std::uint64_t desc_a, const std::uint32_t* a
 // of B; mn_major: the descriptor describes an M/N-major tile. Exposed for tests; the layout is in isa_wgmma.hpp.
 std::size_t wgmma_element_offset(std::uint64_t descriptor, bool mn_major, unsigned element_bytes, unsigned row,
                                  unsigned k);
+// cvt.rn.satfinite.e4m3x2.f32, one value: the e4m3 code nearest to value (ties to the even code), finite
+// values past ±448 saturate to ±448, NaN gives 0x7F. Found by binary search over the positive codes, whose
+// values increase with the code.
+std::uint8_t e4m3_from_float(float value);
 // stmatrix.sync.aligned.m8n8.x<matrices>[.trans].shared.b16: the inverse of ldmatrix (same lane roles and
 // checks); r[i] is the lane's fragment of matrix i.
 void stmatrix(unsigned matrices, bool transpose, std::size_t row_offset_bytes, const std::uint32_t (&r)[4]);
