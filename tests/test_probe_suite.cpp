@@ -1,9 +1,10 @@
 // The instruction probe suite (kernels/cuda/probes/probe_suite.hpp) and `faprobe probes`: every probe runs
 // on the emulator and is deterministic; compare() catches a single flipped bit, accepts differences inside
 // the tolerance of the probes that have one and NaN payloads of the float ones; a planted fragment-gathering
-// bug in the mma probe makes the comparison fail; where a GPU exists, every probe matches it, except those
-// of instructions it lacks (TMA below sm_90), which are skipped with the reason; and the command runs end to
-// end (on a machine without a GPU: exit 0 and "emulator only").
+// bug in the mma probe makes the comparison fail; the emulated wgmma probes equal a matrix product computed
+// here and the mbarrier probe records what the ISA says; where a GPU exists, every probe matches it, except
+// those of instructions it lacks (Hopper's below sm_90), which are skipped with the reason; and the command
+// runs end to end (on a machine without a GPU: exit 0 and "emulator only").
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,12 +19,14 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "cuda/common/isa.hpp"
+#include "cuda/probes/hopper_probes.cuh"
 #include "cuda/probes/probe_suite.hpp"
 #include "cuda/runtime/gpu.hpp"
 #include "emulator_test_support.hpp"
@@ -81,7 +84,9 @@ TEST(ProbeSuite, ListsEveryInstructionFamilyOnceByName) {
         "vote.sync ballot/all/any", "shfl.sync.bfly warp_sum", "mma.m16n8k16 f16 small-int", "mma.m16n8k16 bf16 random",
         "ldmatrix.x1", "ldmatrix.x2.trans", "ldmatrix.x4", "cp.async.cg 16B + groups", "ld.global.v4 16B",
         "ex2.approx.f32", "cvt.rn.f16.f32", "cvt.rn.bf16.f32", "cvt.f32.f16", "cvt.f32.bf16", "cvt.rn.f16x2.f32",
-        "cvt.rn.bf16x2.f32", "cp.async.bulk.tensor 2d no swizzle", "cp.async.bulk.tensor 2d swizzle 128B"})
+        "cvt.rn.bf16x2.f32", "cp.async.bulk.tensor 2d no swizzle", "cp.async.bulk.tensor 2d swizzle 128B",
+        "wgmma m64n64k16 f16 ss swizzle 128B", "wgmma m64n128k16 bf16 rs, B N-major swizzle 128B",
+        "wgmma m64n64k32 e4m3 ss swizzle 64B", "stmatrix x4 and x4.trans", "mbarrier phases, expect_tx and elect.sync"})
     EXPECT_EQ(names.count(expected), 1u) << expected;
   // Tolerances only where the ISA leaves the result open.
   for (const probes::Probe& probe : probes::all_probes()) {
@@ -221,12 +226,82 @@ TEST(ProbeSuite, PlantedLaneMappingBugMakesTheMmaComparisonDiffer) {
   EXPECT_THROW(probes::run_mma(MmaProbeType::f16, true, Target::emulator, 6, {0, 1, 2}), std::invalid_argument);
 }
 
-TEST(ProbeSuite, OnlyTmaProbesNeedSm90AndSaySo) {
+TEST(ProbeSuite, OnlyHopperProbesNeedSm90AndSaySo) {
+  int hopper_probes = 0;
   for (const probes::Probe& probe : probes::all_probes()) {
-    const bool tma = probe.name.rfind("cp.async.bulk.tensor", 0) == 0;
-    EXPECT_EQ(probe.min_sm, tma ? 90 : 0) << probe.name;
-    EXPECT_EQ(probe.needs_gpu(8, 0), tma ? "needs sm_90" : "") << probe.name;
+    bool hopper = false;
+    for (const char* prefix : {"cp.async.bulk.tensor", "wgmma ", "stmatrix ", "mbarrier "})
+      hopper = hopper || probe.name.rfind(prefix, 0) == 0;
+    hopper_probes += hopper ? 1 : 0;
+    EXPECT_EQ(probe.min_sm, hopper ? 90 : 0) << probe.name;
+    EXPECT_EQ(probe.needs_gpu(8, 0), hopper ? "needs sm_90" : "") << probe.name;
     EXPECT_EQ(probe.needs_gpu(9, 0), "") << probe.name;
+  }
+  EXPECT_EQ(hopper_probes, 7);  // two tensor copies, three wgmma, stmatrix, mbarrier
+}
+
+// The emulated wgmma probes against D = A·B computed here from the operands they drew, each thread's
+// accumulator placed by the layout of isa_wgmma.hpp (thread t = 32w + l, register i: row 16w + l/4 +
+// 8((i/2)%2), column 8(i/4) + 2(l%4) + i%2). Small integers: the product is exact, so equality is exact.
+TEST(ProbeSuite, EmulatedWgmmaProbesEqualTheHostMatrixProduct) {
+  constexpr unsigned threads = 128, rows = 64;
+  for (const char* name : {"wgmma m64n64k16 f16 ss swizzle 128B", "wgmma m64n128k16 bf16 rs, B N-major swizzle 128B",
+                           "wgmma m64n64k32 e4m3 ss swizzle 64B"}) {
+    SCOPED_TRACE(name);
+    const probes::WgmmaOperands operands = probes::wgmma_probe_operands(name, 8);
+    const unsigned n = operands.n, k_extent = operands.k;
+    ASSERT_EQ(operands.a.size(), std::size_t{rows} * k_extent);
+    ASSERT_EQ(operands.b.size(), std::size_t{k_extent} * n);
+    const probes::ProbeOutput output = emulated(probe_named(name), 8);
+    ASSERT_EQ(output.words.size(), std::size_t{threads} * n / 2);
+    std::size_t differing = 0, nonzero = 0;
+    for (unsigned t = 0; t < threads; ++t)
+      for (unsigned i = 0; i < n / 2; ++i) {
+        const unsigned row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2);
+        const unsigned col = 8 * (i / 4) + 2 * (t % 4) + i % 2;
+        float expected = 0.0f;
+        for (unsigned k = 0; k < k_extent; ++k)
+          expected += operands.a[std::size_t{row} * k_extent + k] * operands.b[std::size_t{k} * n + col];
+        const float got = isa::detail::from_bits<float>(output.words[std::size_t{t} * (n / 2) + i]);
+        nonzero += expected != 0.0f ? 1 : 0;
+        if (got != expected && differing++ < 5)
+          ADD_FAILURE() << "thread " << t << " register " << i << " (D[" << row << "][" << col << "]): " << got
+                        << ", host " << expected;
+      }
+    EXPECT_EQ(differing, 0u);
+    EXPECT_GT(nonzero, std::size_t{threads} * n / 4) << "the operands are mostly zero: a weak check";
+  }
+  EXPECT_THROW(probes::wgmma_probe_operands("ldmatrix.x4", 8), std::invalid_argument);
+}
+
+// Every word of the mbarrier probe that the ISA fixes: test_wait results around init, expect_tx and
+// complete_tx, phase flips and the ping-pong, one elected lane per elect.sync; both warps read the same
+// handoff words, and every word is written.
+TEST(ProbeSuite, EmulatedMbarrierProbeRecordsWhatTheIsaSays) {
+  namespace record = probes::mbarrier_record;
+  constexpr unsigned words = probes::mbarrier_probe_words;
+  const probes::ProbeOutput output = emulated(probe_named("mbarrier phases, expect_tx and elect.sync"), 9);
+  ASSERT_EQ(output.words.size(), std::size_t{probes::mbarrier_probe_threads} * words);
+  const std::pair<unsigned, std::uint32_t> fixed[] = {
+      {record::fresh_parity0, 0},       {record::fresh_parity1, 1},       {record::elected_full_warp, 1},
+      {record::elected_in_mask, 1},     {record::elected_outside_mask, 0}, {record::arrived_tx_pending, 0},
+      {record::arrived_parity1, 1},     {record::half_tx_completed, 0},   {record::all_tx_completed, 1},
+      {record::next_phase_parity1, 0},  {record::after_wait_parity1, 1},  {record::after_wait_parity0, 0},
+      {record::final_full_parity0, 0},  {record::final_full_parity1, 1},  {record::final_empty_parity1, 1},
+  };
+  for (unsigned t = 0; t < probes::mbarrier_probe_threads; ++t) {
+    SCOPED_TRACE("thread " + std::to_string(t));
+    const auto at = [&](unsigned word) { return output.words[std::size_t{t} * words + word]; };
+    for (const auto& [word, value] : fixed) EXPECT_EQ(at(word), value) << "record word " << word;
+    EXPECT_EQ(at(record::handoff_value), output.words[std::size_t{t % 32} * words + record::handoff_value]);
+    for (unsigned round = 0; round < probes::mbarrier_probe_rounds; ++round) {
+      if (t < 32) {
+        EXPECT_EQ(at(record::ping_pong_round0 + round), 1u) << "the producer's test of the empty barrier";
+      } else {
+        EXPECT_NE(at(record::ping_pong_round0 + round), unwritten_word) << "round " << round;
+      }
+    }
+    for (unsigned word = 0; word < words; ++word) EXPECT_NE(at(word), unwritten_word) << "record word " << word;
   }
 }
 

@@ -13,7 +13,8 @@
 // uses_instruction() asserts that an instruction occurs in the SASS of the kernels whose name matches a
 // pattern, and fails when no kernel matches (it never passes vacuously): the instruction probes
 // (kernels/cuda/probes/) use HMMA (mma.sync), LDSM (ldmatrix) and, for sm_90a, UTMALDG and UTMASTG (the
-// tensor copies), and the fa1, fa2 and decode kernels HMMA.
+// tensor copies), HGMMA and QGMMA (wgmma), STSM (stmatrix), SYNCS (mbarrier) and ELECT (elect.sync), and the
+// fa1, fa2 and decode kernels HMMA.
 //
 // The FA-3 kernels (kernels/cuda/fa3/, sm_90a only), one test per kernel and check, by name:
 // fa3_{fp16,bf16}_hdim{64,128,256} must be in the library (absent: a failure), fa3_fp8_e4m3_hdim{64,128,256}
@@ -313,16 +314,10 @@ struct PtxasFunction {
 // at a time (ptxas -e NAME) to find whose it is.
 const std::regex kSetmaxnregIgnored(R"(\(C7508\)|'setmaxnreg' ignored)");
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // Extracts the PTX of every object (`cuobjdump -xptx all`, which also lists the ptxas options each was
 // built with) and compiles each again with `ptxas -v` and those options, collecting "Function properties"
-// and the entries whose setmaxnreg ptxas ignored. With only_with, only the PTX files that contain that text
-// (a kernel's name) are compiled.
-std::vector<PtxasFunction> ptxas_report(const std::string& library, const std::string& only_with = "") {
+// and the entries whose setmaxnreg ptxas ignored.
+std::vector<PtxasFunction> ptxas_report(const std::string& library) {
   const std::string& tool = cuobjdump();
   if (tool.empty()) return {};
   const fs::path directory = fs::temp_directory_path() / ("faprobe-ptx-" + std::to_string(::getpid()) + "-" +
@@ -345,7 +340,6 @@ std::vector<PtxasFunction> ptxas_report(const std::string& library, const std::s
     if (!std::regex_search(line, match, extracted)) continue;
     const std::string file = match[1], options = match[2];
     const std::string ptx = (directory / file).string();
-    if (!only_with.empty() && read_file(ptx).find(only_with) == std::string::npos) continue;
     std::smatch arch;
     const std::string arch_name = std::regex_search(options, arch, arch_option) ? std::string(arch[1]) : "?";
     const std::string command = shell_quoted(FAPROBE_PTXAS) + " -v " + options;
@@ -385,6 +379,42 @@ std::vector<PtxasFunction> ptxas_report(const std::string& library, const std::s
     }
   }
   fs::remove_all(directory);
+  return report;
+}
+
+// ptxas_report(library) for every PTX file, cached like dump_library (same key, "<library>.ptxas.txt"; one line
+// per function: arch, name, stack frame, spill stores, spill loads, setmaxnreg ignored), so that the many
+// tests that read it (each its own process under CTest) compile the library's PTX once between builds.
+std::vector<PtxasFunction> cached_ptxas_report(const std::string& library) {
+  std::error_code error;
+  const auto size = fs::file_size(library, error);
+  if (error || cuobjdump().empty()) return ptxas_report(library);
+  const auto modified = fs::last_write_time(library).time_since_epoch().count();
+  const std::string key = "faprobe ptxas cache: " + library + " " + std::to_string(size) + " " +
+                          std::to_string(modified) + " " + cuobjdump() + " " + FAPROBE_PTXAS;
+  const fs::path cache = fs::path(FAPROBE_STATIC_CHECKS_CACHE_DIR) / (fs::path(library).filename().string() + ".ptxas.txt");
+  if (std::ifstream in(cache); in) {
+    std::string first_line;
+    std::getline(in, first_line);
+    if (first_line == key) {
+      std::vector<PtxasFunction> report;
+      PtxasFunction f;
+      while (in >> f.arch >> f.name >> f.stack_frame >> f.spill_stores >> f.spill_loads >> f.setmaxnreg_ignored)
+        report.push_back(f);
+      return report;
+    }
+  }
+  const std::vector<PtxasFunction> report = ptxas_report(library);
+  if (::testing::Test::HasFailure()) return report;  // never cache a failed compile
+  const fs::path partial = cache.string() + "." + std::to_string(::getpid());
+  {
+    std::ofstream out(partial);
+    out << key << '\n';
+    for (const PtxasFunction& f : report)
+      out << f.arch << ' ' << f.name << ' ' << f.stack_frame << ' ' << f.spill_stores << ' ' << f.spill_loads << ' '
+          << f.setmaxnreg_ignored << '\n';
+  }
+  fs::rename(partial, cache, error);
   return report;
 }
 
@@ -432,7 +462,7 @@ TEST_F(StaticChecks, PtxasReportsNoStackAndNoSpills) {
   std::vector<std::string> problems;
   std::set<std::string> archs;
   int checked = 0;
-  for (const PtxasFunction& f : ptxas_report(FAPROBE_KERNELS_LIBRARY)) {
+  for (const PtxasFunction& f : cached_ptxas_report(FAPROBE_KERNELS_LIBRARY)) {
     if (f.name.find("faprobe") == std::string::npos) continue;
     ++checked;
     archs.insert(f.arch);
@@ -453,6 +483,12 @@ TEST_F(StaticChecks, InstructionProbesUseTheirInstructions) {
   // TMA exists from sm_90 only: the sm_80 build of the tensor-copy probe is a trapping stub.
   EXPECT_TRUE(uses_instruction(kernels_library(), "UTMALDG", "probes::tma_copy_kernel", {"sm_90a"}));
   EXPECT_TRUE(uses_instruction(kernels_library(), "UTMASTG", "probes::tma_copy_kernel", {"sm_90a"}));
+  // Hopper's wgmma (HGMMA for f16 / bf16, QGMMA for e4m3), stmatrix, mbarrier and elect.sync: sm_90a only too.
+  EXPECT_TRUE(uses_instruction(kernels_library(), "HGMMA", "probes::wgmma_(f16|bf16)_", {"sm_90a"}));
+  EXPECT_TRUE(uses_instruction(kernels_library(), "QGMMA", "probes::wgmma_e4m3_", {"sm_90a"}));
+  EXPECT_TRUE(uses_instruction(kernels_library(), "STSM", "probes::stmatrix_x4_kernel", {"sm_90a"}));
+  EXPECT_TRUE(uses_instruction(kernels_library(), "SYNCS", "probes::mbarrier_phases_kernel", {"sm_90a"}));
+  EXPECT_TRUE(uses_instruction(kernels_library(), "ELECT", "probes::mbarrier_phases_kernel", {"sm_90a"}));
 }
 
 TEST_F(StaticChecks, FlashKernelsUseTensorCores) {
@@ -566,7 +602,7 @@ TEST_P(Fa3Kernel, UsesWgmmaAndTmaWithoutLocalMemory) {
 // ptxas -v on the kernel's PTX: no stack frame, no spills, setmaxnreg not ignored; and USETMAXREG in the SASS.
 TEST_P(Fa3Kernel, KeepsSetmaxnregAndSpillsNothing) {
   const HopperKernel& kernel = GetParam();
-  const std::vector<PtxasFunction> report = ptxas_report(FAPROBE_KERNELS_LIBRARY, kernel.name);
+  const std::vector<PtxasFunction> report = cached_ptxas_report(FAPROBE_KERNELS_LIBRARY);
   std::vector<std::string> problems = setmaxnreg_problems(kernels_library(), report, kernel.name);
   for (const PtxasFunction* f : ptxas_named(report, kernel.name, kHopper)) {
     if (f->stack_frame != 0 || f->spill_stores != 0 || f->spill_loads != 0) {

@@ -2,7 +2,7 @@
 // GPU exists, on the GPU, compared probe by probe: DESIGN.md's check of the emulator against the hardware.
 // One line per probe (name, words, result); without a GPU the emulated outputs' checksums, so two machines
 // can still compare, and exit 0; with one, exit 1 when any probe differs or fails. A probe of instructions
-// the GPU lacks (TMA below sm_90) is "skipped" there with the reason, which is not a failure. --json FILE
+// the GPU lacks (Hopper's below sm_90) is "skipped" there with the reason, which is not a failure. --json FILE
 // writes {device, seed, probes: [...]}.
 #include <algorithm>
 #include <cstdint>

@@ -566,6 +566,41 @@ FAPROBE_DEVICE void mbarrier_wait_parity(std::size_t offset_bytes, unsigned pari
   emu::mbarrier_wait_parity(offset_bytes, parity);
 #endif
 }
+// mbarrier.test_wait.parity.shared::cta.b64: whether the phase of parity `parity` has completed, without
+// waiting (right after init, parity 1 counts as completed: the phase before the first). A snapshot: only
+// deterministic where no arrival or transaction can be in flight, e.g. after a CTA barrier.
+FAPROBE_DEVICE bool mbarrier_test_wait_parity(std::size_t offset_bytes, unsigned parity) {
+#if defined(__CUDACC__)
+#if FAPROBE_SM90_PTX
+  std::uint32_t done = 0;
+  asm volatile("{\n\t.reg .pred p;\n\tmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+               "selp.u32 %0, 1, 0, p;\n}"
+               : "=r"(done) : "r"(detail::shared_address(offset_bytes)), "r"(parity) : "memory");
+  return done != 0;
+#else
+  (void)offset_bytes, (void)parity;
+  __trap();
+  return false;
+#endif
+#else
+  return emu::mbarrier_test_parity(offset_bytes, parity);
+#endif
+}
+// mbarrier.complete_tx.shared::cta.b64 (sm_90): tx_bytes of the current phase's expected transaction bytes
+// are done, as when an asynchronous copy's bytes land; a thread issuing it stands in for the copy.
+FAPROBE_DEVICE void mbarrier_complete_tx(std::size_t offset_bytes, std::uint32_t tx_bytes) {
+#if defined(__CUDACC__)
+#if FAPROBE_SM90_PTX
+  asm volatile("mbarrier.complete_tx.shared::cta.b64 [%0], %1;" ::"r"(detail::shared_address(offset_bytes)),
+               "r"(tx_bytes) : "memory");
+#else
+  (void)offset_bytes, (void)tx_bytes;
+  __trap();
+#endif
+#else
+  emu::mbarrier_complete_tx(offset_bytes, tx_bytes);
+#endif
+}
 
 // --- elect.sync: PTX ISA "elect.sync": one lane of member_mask is true, the same lane every time (which one
 // PTX leaves open; the emulator elects the lowest). Every lane of the mask must execute it. ---

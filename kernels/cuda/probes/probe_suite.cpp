@@ -1,7 +1,7 @@
 // The instruction probe suite (probe_suite.hpp): each probe's inputs, its launches on either target, and the
 // comparison of an emulated output with a GPU one. The kernel bodies are the probes' own (warp_probes.cuh,
-// matrix_probes.cuh, conversion_probes.cuh, tma_probes.cuh); nothing here computes what an instruction should
-// return.
+// matrix_probes.cuh, conversion_probes.cuh, tma_probes.cuh, hopper_probes.cuh); nothing here computes what an
+// instruction should return.
 //
 // Memory: inputs and outputs live in tracked host memory for the emulator and in gpu::DeviceBuffer (faprobe's
 // stream-ordered pool) for the GPU; every output starts filled with 0xAB bytes on both targets, so a word a
@@ -24,6 +24,7 @@
 #include "cuda/common/isa.hpp"
 #include "cuda/common/tensor_map.hpp"
 #include "cuda/probes/conversion_probes.cuh"
+#include "cuda/probes/hopper_probes.cuh"
 #include "cuda/probes/matrix_probes.cuh"
 #include "cuda/probes/tma_probes.cuh"
 #include "cuda/probes/warp_probes.cuh"
@@ -293,6 +294,17 @@ ProbeOutput run_mma_probe(MmaProbeType type, bool integer_inputs, Target target,
   return output;
 }
 
+// The 16-byte rows that lanes 0..31 address in an image of `rows` rows (at least 32): distinct, in random order.
+std::vector<std::uint32_t> distinct_row_offsets(ProbeRandom& random, unsigned rows) {
+  std::vector<std::uint32_t> order(rows);
+  for (unsigned r = 0; r < rows; ++r) order[r] = r;
+  for (unsigned r = rows - 1; r > 0; --r)  // Fisher-Yates
+    std::swap(order[r], order[static_cast<unsigned>(random.integer(0, static_cast<int>(r)))]);
+  std::vector<std::uint32_t> row_offsets(isa::warp_size);
+  for (unsigned lane = 0; lane < isa::warp_size; ++lane) row_offsets[lane] = 16 * order[lane];
+  return row_offsets;
+}
+
 // ldmatrix from a 64-row shared-memory image of random .b16 values; the lanes address distinct rows in random
 // order, and the lanes whose addresses the instruction ignores (8·matrices and up) hold valid rows too, so
 // the GPU reads nothing out of bounds. Three images, one launch each.
@@ -305,12 +317,7 @@ ProbeOutput run_ldmatrix(Target target, std::uint64_t seed, const std::string& n
   for (unsigned image_index = 0; image_index < 3; ++image_index) {
     std::vector<std::uint16_t> image(rows * 8);
     for (std::uint16_t& v : image) v = static_cast<std::uint16_t>(random.bits());
-    std::vector<std::uint32_t> order(rows);
-    for (unsigned r = 0; r < rows; ++r) order[r] = r;
-    for (unsigned r = rows - 1; r > 0; --r)  // Fisher-Yates
-      std::swap(order[r], order[static_cast<unsigned>(random.integer(0, static_cast<int>(r)))]);
-    std::vector<std::uint32_t> row_offsets(isa::warp_size);
-    for (unsigned lane = 0; lane < isa::warp_size; ++lane) row_offsets[lane] = 16 * order[lane];
+    const std::vector<std::uint32_t> row_offsets = distinct_row_offsets(random, rows);
     const auto image_span = memory.input(image, "image");
     const auto offsets = memory.input(row_offsets, "row_offsets");
     const auto out = memory.output<std::uint32_t>(4 * isa::warp_size, "out");
@@ -443,6 +450,114 @@ ProbeOutput run_tma_copy(Target target, std::uint64_t seed, const std::string& n
   return {concatenate(memory.words(shared_words), memory.words(stored)), {}};
 }
 
+// --- Part 5: Hopper's wgmma, stmatrix, mbarrier and elect.sync (hopper_probes.cuh). ---
+
+// The wgmma probes' names and shapes, in one place: the registry and wgmma_probe_operands() both read them.
+struct WgmmaProbeShape {
+  std::string_view name;
+  unsigned n, k;
+};
+constexpr WgmmaProbeShape wgmma_f16_probe{"wgmma m64n64k16 f16 ss swizzle 128B", wgmma_f16_n, wgmma_f16_k};
+constexpr WgmmaProbeShape wgmma_bf16_probe{"wgmma m64n128k16 bf16 rs, B N-major swizzle 128B", wgmma_bf16_n,
+                                           wgmma_bf16_k};
+constexpr WgmmaProbeShape wgmma_e4m3_probe{"wgmma m64n64k32 e4m3 ss swizzle 64B", wgmma_e4m3_n, wgmma_e4m3_k};
+constexpr WgmmaProbeShape wgmma_probe_shapes[] = {wgmma_f16_probe, wgmma_bf16_probe, wgmma_e4m3_probe};
+
+// Integers in -3..3: exact in f16, bf16 and e4m3, and every sum of at most 64 products (|sum| <= 576) is
+// exact in fp32 in any order.
+WgmmaOperands draw_wgmma_operands(const WgmmaProbeShape& shape, std::uint64_t seed) {
+  ProbeRandom random(seed, shape.name);
+  WgmmaOperands operands{shape.n, shape.k, std::vector<float>(std::size_t{wgmma_probe_m} * shape.k),
+                         std::vector<float>(std::size_t{shape.k} * shape.n)};
+  for (float& v : operands.a) v = static_cast<float>(random.integer(-3, 3));
+  for (float& v : operands.b) v = static_cast<float>(random.integer(-3, 3));
+  return operands;
+}
+
+// B as the K-major probes take it: n × k ([n][k]) from the operands' k × n.
+std::vector<float> b_k_major(const WgmmaOperands& operands) {
+  std::vector<float> b(operands.b.size());
+  for (unsigned k = 0; k < operands.k; ++k)
+    for (unsigned n = 0; n < operands.n; ++n)
+      b[std::size_t{n} * operands.k + k] = operands.b[std::size_t{k} * operands.n + n];
+  return b;
+}
+
+template <typename Convert>
+std::vector<std::uint16_t> to_bits16(const std::vector<float>& values, Convert convert) {
+  std::vector<std::uint16_t> bits(values.size());
+  std::transform(values.begin(), values.end(), bits.begin(), convert);
+  return bits;
+}
+
+LaunchConfig wgmma_config(const char* kernel_name, std::size_t shared_bytes) {
+  return {kernel_name, {1, 1, 1}, {wgmma_probe_threads, 1, 1}, shared_bytes};
+}
+
+ProbeOutput run_wgmma_f16(Target target, std::uint64_t seed, const std::string&) {
+  const WgmmaOperands operands = draw_wgmma_operands(wgmma_f16_probe, seed);
+  ProbeMemory memory(target);
+  const auto a = memory.input(to_bits16(operands.a, isa::float_to_half), "a");
+  const auto b = memory.input(to_bits16(b_k_major(operands), isa::float_to_half), "b");
+  const auto d = memory.output<float>(wgmma_probe_threads * wgmma_f16_n / 2, "d");
+  const LaunchConfig config = wgmma_config("wgmma_f16_ss_swizzle128", wgmma_f16_shared_bytes);
+  FAPROBE_LAUNCH_PROBE(target, config, wgmma_f16_ss_swizzle128, a, b, d);
+  return {memory.words(d), {}};
+}
+
+ProbeOutput run_wgmma_bf16(Target target, std::uint64_t seed, const std::string&) {
+  const WgmmaOperands operands = draw_wgmma_operands(wgmma_bf16_probe, seed);
+  ProbeMemory memory(target);
+  const auto a = memory.input(to_bits16(operands.a, isa::float_to_bfloat16), "a");
+  const auto b = memory.input(to_bits16(operands.b, isa::float_to_bfloat16), "b");  // N-major: [k][n] as drawn
+  const auto d = memory.output<float>(wgmma_probe_threads * wgmma_bf16_n / 2, "d");
+  const LaunchConfig config = wgmma_config("wgmma_bf16_rs_n_major", wgmma_bf16_shared_bytes);
+  FAPROBE_LAUNCH_PROBE(target, config, wgmma_bf16_rs_n_major, a, b, d);
+  return {memory.words(d), {}};
+}
+
+ProbeOutput run_wgmma_e4m3(Target target, std::uint64_t seed, const std::string&) {
+  const WgmmaOperands operands = draw_wgmma_operands(wgmma_e4m3_probe, seed);
+  ProbeMemory memory(target);
+  const auto a = memory.input(operands.a, "a");  // floats: the kernel converts them to e4m3
+  const auto b = memory.input(b_k_major(operands), "b");
+  const auto d = memory.output<float>(wgmma_probe_threads * wgmma_e4m3_n / 2, "d");
+  const LaunchConfig config = wgmma_config("wgmma_e4m3_ss_swizzle64", wgmma_e4m3_shared_bytes);
+  FAPROBE_LAUNCH_PROBE(target, config, wgmma_e4m3_ss_swizzle64, a, b, d);
+  return {memory.words(d), {}};
+}
+
+// Random fragments stored to 32 distinct rows, in random order, of a 64-row image (the other 32 rows stay 0).
+ProbeOutput run_stmatrix(Target target, std::uint64_t seed, const std::string& name) {
+  ProbeRandom random(seed, name);
+  std::vector<std::uint32_t> fragments(4 * isa::warp_size);
+  for (std::uint32_t& w : fragments) w = random.bits();
+  const std::vector<std::uint32_t> row_offsets = distinct_row_offsets(random, stmatrix_probe_image_bytes / 16);
+  ProbeMemory memory(target);
+  const auto fragment_span = memory.input(fragments, "fragments");
+  const auto offsets = memory.input(row_offsets, "row_offsets");
+  const auto images = memory.output<std::uint32_t>(stmatrix_probe_shared_bytes / 4, "images");
+  const LaunchConfig config{"stmatrix_x4", {1, 1, 1}, {isa::warp_size, 1, 1}, stmatrix_probe_shared_bytes};
+  FAPROBE_LAUNCH_PROBE(target, config, stmatrix_x4, fragment_span, offsets, images);
+  return {memory.words(images), {}};
+}
+
+// Random words to exchange, and per warp a random lane mask with at least one lane.
+ProbeOutput run_mbarrier(Target target, std::uint64_t seed, const std::string& name) {
+  ProbeRandom random(seed, name);
+  std::vector<std::uint32_t> values(mbarrier_probe_values);
+  for (std::uint32_t& w : values) w = random.bits();
+  std::vector<std::uint32_t> member_masks(mbarrier_probe_threads / isa::warp_size);
+  for (std::uint32_t& mask : member_masks) mask = random.bits() | (1u << random.integer(0, 31));
+  ProbeMemory memory(target);
+  const auto value_span = memory.input(values, "values");
+  const auto masks = memory.input(member_masks, "member_masks");
+  const auto records = memory.output<std::uint32_t>(mbarrier_probe_threads * mbarrier_probe_words, "records");
+  const LaunchConfig config{"mbarrier_phases", {1, 1, 1}, {mbarrier_probe_threads, 1, 1}, mbarrier_probe_shared_bytes};
+  FAPROBE_LAUNCH_PROBE(target, config, mbarrier_phases, value_span, masks, records);
+  return {memory.words(records), {}};
+}
+
 // --- The list. ---
 
 Tolerance bit_for_bit() { return {Tolerance::Kind::bits, 0, "bit for bit"}; }
@@ -526,7 +641,7 @@ std::vector<Probe> make_probes() {
       return run_conversion(target, seed, n, probe);
     });
 
-  constexpr int sm90 = 90;  // cp.async.bulk.tensor, mbarrier expect_tx and try_wait: sm_90 (PTX ISA)
+  constexpr int sm90 = 90;  // cp.async.bulk.tensor, wgmma, stmatrix, mbarrier expect_tx and try_wait: sm_90 (PTX ISA)
   const std::pair<isa::TmaSwizzle, const char*> swizzles[] = {{isa::TmaSwizzle::none, "no swizzle"},
                                                               {isa::TmaSwizzle::bytes128, "swizzle 128B"}};
   for (const auto& [swizzle, swizzle_name] : swizzles)
@@ -535,6 +650,13 @@ std::vector<Probe> make_probes() {
           return run_tma_copy(target, seed, n, swizzle);
         },
         sm90);
+
+  // wgmma, stmatrix, mbarrier.expect_tx / complete_tx / test_wait and elect.sync: sm_90 (wgmma: sm_90a).
+  add(std::string(wgmma_f16_probe.name), Element::f32, bit_for_bit(), run_wgmma_f16, sm90);
+  add(std::string(wgmma_bf16_probe.name), Element::f32, bit_for_bit(), run_wgmma_bf16, sm90);
+  add(std::string(wgmma_e4m3_probe.name), Element::f32, bit_for_bit(), run_wgmma_e4m3, sm90);
+  add("stmatrix x4 and x4.trans", Element::u32, bit_for_bit(), run_stmatrix, sm90);
+  add("mbarrier phases, expect_tx and elect.sync", Element::u32, bit_for_bit(), run_mbarrier, sm90);
   return probes;
 }
 
@@ -596,6 +718,12 @@ std::string Probe::needs_gpu(int compute_major, int compute_minor) const {
 const std::vector<Probe>& all_probes() {
   static const std::vector<Probe> probes = make_probes();
   return probes;
+}
+
+WgmmaOperands wgmma_probe_operands(const std::string& probe_name, std::uint64_t seed) {
+  for (const WgmmaProbeShape& shape : wgmma_probe_shapes)
+    if (shape.name == probe_name) return draw_wgmma_operands(shape, seed);
+  throw std::invalid_argument(fmt::format("'{}' is not a wgmma probe", probe_name));
 }
 
 ProbeOutput run_mma(MmaProbeType type, bool integer_inputs, Target target, std::uint64_t seed,

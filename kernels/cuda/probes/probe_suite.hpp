@@ -1,21 +1,23 @@
-// The instruction probe suite: every probe of warp_probes.cuh, matrix_probes.cuh, conversion_probes.cuh and
-// tma_probes.cuh as a named, seeded run on either target, so that the emulator can be checked against the
-// hardware (DESIGN.md, "CUDA kernels, and running them without a GPU": "on a GPU, each probe against the
-// hardware, bit for bit"). CI checks each probe body under the emulator against host computations of the ISA
-// (tests/test_emulator*.cpp); this suite checks the emulator against the GPU, so it holds no host model of
-// any instruction: the emulator's output is the reference and the GPU's the candidate.
+// The instruction probe suite: every probe of warp_probes.cuh, matrix_probes.cuh, conversion_probes.cuh,
+// tma_probes.cuh and hopper_probes.cuh as a named, seeded run on either target, so that the emulator can be
+// checked against the hardware (DESIGN.md, "CUDA kernels, and running them without a GPU": "on a GPU, each
+// probe against the hardware, bit for bit"). CI checks each probe body under the emulator against host
+// computations of the ISA (tests/test_emulator*.cpp, tests/test_probe_suite.cpp); this suite checks the
+// emulator against the GPU, so it holds no host model of any instruction: the emulator's output is the
+// reference and the GPU's the candidate.
 //
 // A probe draws deterministic inputs from a counter-based generator keyed by (seed, probe), runs its kernel
 // body on Target::emulator (emu::launch) or Target::gpu (the launchers of probe_launch_gpu.hpp, CUDA builds
 // only), and returns its output as 32-bit words. compare() says identical, within tolerance or differs. A
-// probe of instructions a GPU lacks (TMA below sm_90) names the compute capability it needs (min_sm), and
-// whoever runs the suite on a GPU skips it there with that reason.
+// probe of instructions a GPU lacks (TMA, wgmma, stmatrix, mbarrier transactions below sm_90) names the
+// compute capability it needs (min_sm), and whoever runs the suite on a GPU skips it there with that reason.
 // Tolerances exist only where the ISA leaves the result open: ex2.approx.f32 (2 ulp, PTX ISA) and mma.sync
 // on random inputs (accumulation order and precision unspecified); every other probe is bit for bit, the
-// MMA ones on small integers whose sums are exact in any order. NaN results compare as NaN whatever their
-// payload (PTX ISA, Floating-Point Instructions: single-precision instructions return an unspecified NaN).
+// MMA and wgmma ones on small integers whose sums are exact in any order. NaN results compare as NaN whatever
+// their payload (PTX ISA, Floating-Point Instructions: single-precision instructions return an unspecified
+// NaN).
 //
-// Costs: about 40 probes, each a few launches of one to eight CTAs over a few thousand words; the whole
+// Costs: about 45 probes, each a few launches of one to eight CTAs over a few thousand words; the whole
 // suite takes well under a second on either target.
 #pragma once
 
@@ -66,14 +68,16 @@ struct Probe {
   // Throws emu::EmulationError, gpu::CudaError or std::logic_error (Target::gpu without CUDA).
   std::function<ProbeOutput(Target target, std::uint64_t seed)> run;
   // The lowest compute capability, as major · 10 + minor, whose GPU has the probed instructions (90: TMA,
-  // sm_90); 0 for every GPU. A GPU below it is not asked: the probe is skipped there with needs_gpu().
+  // wgmma, stmatrix, mbarrier transactions, elect.sync: sm_90); 0 for every GPU. A GPU below it is not
+  // asked: the probe is skipped there with needs_gpu().
   int min_sm = 0;
   // "needs sm_90" when a GPU of compute capability major.minor cannot run the probe, else "".
   std::string needs_gpu(int compute_major, int compute_minor) const;
 };
 
 // Every probe, in a fixed order: warp and CTA collectives, mma.sync, ldmatrix, cp.async / 16-byte loads /
-// ex2.approx, conversions, tensor copies (TMA; min_sm 90).
+// ex2.approx, conversions, tensor copies (TMA), wgmma, stmatrix, mbarrier and elect.sync (the last eight
+// min_sm 90).
 const std::vector<Probe>& all_probes();
 
 enum class Verdict { identical, within_tolerance, differs };
@@ -102,6 +106,18 @@ Comparison compare(const Probe& probe, const ProbeOutput& reference, const Probe
 // source_lane[l] (32 entries; empty: every lane its own), which must make the output differ.
 ProbeOutput run_mma(MmaProbeType type, bool integer_inputs, Target target, std::uint64_t seed,
                     const std::vector<std::uint32_t>& source_lane = {});
+
+// The operands a wgmma probe (named as in all_probes()) draws for seed, as values: a is 64 × k ([m][k]), b is
+// k × n ([k][n]). The probe's output is D = A·B in thread order: word t · n/2 + i is thread t's accumulator i,
+// which holds D[16(t/32) + (t%32)/4 + 8((i/2)%2)][8(i/4) + 2(t%4) + i%2] (isa_wgmma.hpp), so a test can compare
+// it with a product computed on the host. Throws std::invalid_argument for any other name.
+struct WgmmaOperands {
+  unsigned n = 0;
+  unsigned k = 0;
+  std::vector<float> a;
+  std::vector<float> b;
+};
+WgmmaOperands wgmma_probe_operands(const std::string& probe_name, std::uint64_t seed);
 
 // FNV-1a over the words: lets two machines without a GPU compare their emulated outputs.
 std::uint32_t checksum(const ProbeOutput& output);
