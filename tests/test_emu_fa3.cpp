@@ -49,6 +49,20 @@ HostTensor run_fa3(const Case& c, std::vector<float>* lse = nullptr, int sms = c
 
 VerifyResult check(const Case& c, const HostTensor& output) { return check_output(c, GeneratedInputs(c), output); }
 
+// The EmulationError message of running fa3 with kDefect on c ("" if it ran), within the hang deadline.
+template <Defect kDefect>
+std::string emulation_error(const Case& c) {
+  std::string message;
+  emu::testing::within_deadline([&] {
+    try {
+      run_fa3<kDefect>(c);
+    } catch (const emu::EmulationError& e) {
+      message = e.what();
+    }
+  });
+  return message;
+}
+
 // Block sizes (Traits): 128 query rows (two consumers of 64); keys 128 per block at d 64 and 128, 64 at 256.
 std::vector<Case> odd_shapes() {
   const Mask none = Mask::none, causal = Mask::causal;
@@ -170,15 +184,7 @@ TEST(Fa3Planted, Fp8WithoutTheVScaleIsCaught) {
 // complete. The emulator reports the deadlock, naming the mbarrier and what it still expects.
 TEST(Fa3Planted, AnMbarrierWaitThatCanNeverCompleteIsReported) {
   const Case c = make_case(1, 1, 1, 64, 600, 64, DType::fp16, Mask::none);  // 5 key blocks through 2 stages
-  std::string message;
-  emu::testing::within_deadline([&] {
-    try {
-      run_fa3<Defect::never_released>(c);
-    } catch (const emu::EmulationError& e) {
-      message = e.what();
-    }
-  });
-  emu::testing::expect_mentions(message, {"deadlock", "fa3_fp16_hdim64", "wait on the mbarrier at shared offset",
+  emu::testing::expect_mentions(emulation_error<Defect::never_released>(c), {"deadlock", "fa3_fp16_hdim64", "wait on the mbarrier at shared offset",
                                           "256 of 256 arrivals pending"});
 }
 
@@ -188,15 +194,7 @@ TEST(Fa3Planted, AnMbarrierWaitThatCanNeverCompleteIsReported) {
 // the barrier ending the CTA with bytes unaccounted, which the emulator reports.
 TEST(Fa3Planted, AWrongTransactionByteCountIsReported) {
   const Case c = make_case(1, 1, 1, 64, 600, 128, DType::bf16, Mask::none);
-  std::string message;
-  emu::testing::within_deadline([&] {
-    try {
-      run_fa3<Defect::missing_expect_tx>(c);
-    } catch (const emu::EmulationError& e) {
-      message = e.what();
-    }
-  });
-  emu::testing::expect_mentions(message, {"fa3_bf16_hdim128", "transaction bytes pending", "disagree"});
+  emu::testing::expect_mentions(emulation_error<Defect::missing_expect_tx>(c), {"fa3_bf16_hdim128", "transaction bytes pending", "disagree"});
 }
 
 TEST(Fa3Timing, EmulatedVerifySeq1024) {

@@ -42,6 +42,16 @@
 #define FAPROBE_DEVICE inline
 #endif
 
+// Full unrolling of loops over register arrays (their indices must be compile-time constants, or the
+// arrays go to local memory); the host compiler needs no hint.
+#if !defined(FAPROBE_UNROLL)
+#if defined(__CUDACC__)
+#define FAPROBE_UNROLL _Pragma("unroll")
+#else
+#define FAPROBE_UNROLL
+#endif
+#endif
+
 namespace faprobe::cuda::isa {
 
 inline constexpr unsigned warp_size = 32;

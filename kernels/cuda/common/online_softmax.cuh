@@ -29,16 +29,6 @@
 
 #include "cuda/common/isa.hpp"
 
-// Full unrolling of loops over register arrays (their indices must be compile-time constants, or the
-// arrays go to local memory); the host compiler needs no hint.
-#if !defined(FAPROBE_UNROLL)
-#if defined(__CUDACC__)
-#define FAPROBE_UNROLL _Pragma("unroll")
-#else
-#define FAPROBE_UNROLL
-#endif
-#endif
-
 namespace faprobe::cuda {
 
 struct OnlineSoftmax {

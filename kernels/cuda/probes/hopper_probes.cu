@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/probes/hopper_probes.cuh"
+#include "cuda/probes/probe_launch_cuda.cuh"
 #include "cuda/probes/probe_launch_gpu.hpp"
 #include "cuda/runtime/gpu.hpp"
 
@@ -67,10 +68,6 @@ __global__ void mbarrier_phases_kernel(GlobalSpan<const std::uint32_t> values,
 }
 
 namespace on_gpu {
-namespace {
-dim3 to_dim3(const emu::Dim3& extent) { return dim3(extent.x, extent.y, extent.z); }
-cudaStream_t probe_stream() { return static_cast<cudaStream_t>(gpu::stream()); }
-}  // namespace
 
 void wgmma_f16_ss_swizzle128(const emu::LaunchConfig& config, GlobalSpan<const std::uint16_t> a,
                              GlobalSpan<const std::uint16_t> b, GlobalSpan<float> d) {

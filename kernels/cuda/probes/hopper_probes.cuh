@@ -23,15 +23,6 @@
 #include "cuda/common/isa.hpp"
 #include "cuda/common/isa_wgmma.hpp"
 
-// Full unrolling of loops over register arrays (the accumulators must stay in registers); as online_softmax.cuh.
-#if !defined(FAPROBE_UNROLL)
-#if defined(__CUDACC__)
-#define FAPROBE_UNROLL _Pragma("unroll")
-#else
-#define FAPROBE_UNROLL
-#endif
-#endif
-
 namespace faprobe::cuda::probes {
 
 // --- wgmma ---
@@ -64,6 +55,29 @@ FAPROBE_DEVICE void write_accumulators(const float (&accumulator)[N / 2], Global
   for (int i = 0; i < N / 2; ++i) d[first + static_cast<unsigned>(i)] = accumulator[i];
 }
 
+// The shared-shared wgmma steps of the two K-major probes, once the tiles are in shared memory: makes them
+// visible to the async proxy, then D = Σ over K / (32 bytes) steps of A·B, both descriptors stepping 32 bytes
+// inside their swizzled rows, and writes D in thread order.
+template <int N, class Element, int Steps>
+FAPROBE_DEVICE void wgmma_ss_steps(std::size_t b_offset, std::uint32_t stride_byte_offset, isa::WgmmaSwizzle swizzle,
+                                   GlobalSpan<float> d) {
+  isa::fence_proxy_async();  // this thread's generic stores before the async proxy's (wgmma's) reads
+  isa::sync_threads();       // every thread's part of the tiles is in
+  float accumulator[N / 2] = {};
+  isa::wgmma_fence();
+  isa::wgmma_fence_operand(accumulator);
+  FAPROBE_UNROLL
+  for (unsigned step = 0; step < Steps; ++step) {
+    const std::uint64_t desc_a = isa::wgmma_descriptor(32 * step, 16, stride_byte_offset, swizzle);
+    const std::uint64_t desc_b = isa::wgmma_descriptor(b_offset + 32 * step, 16, stride_byte_offset, swizzle);
+    isa::wgmma_ss<N, Element>(accumulator, desc_a, desc_b, step > 0);
+  }
+  isa::wgmma_commit_group();
+  isa::wgmma_wait_group<0>();
+  isa::wgmma_fence_operand(accumulator);  // no read of D moves above the wait
+  write_accumulators<N>(accumulator, d);
+}
+
 // Probe "wgmma m64n64k16 f16 ss swizzle 128B": D(64×64) = A(64×64)·B, both K-major f16 with 128-byte swizzle,
 // four k-steps 32 bytes apart inside the swizzled rows. a: 64×64 f16 bits [m][k]; b: 64×64 f16 bits [n][k];
 // d: 128 × 32 words. One CTA of 128 threads, wgmma_f16_shared_bytes of shared memory.
@@ -80,22 +94,7 @@ FAPROBE_DEVICE void wgmma_f16_ss_swizzle128(GlobalSpan<const std::uint16_t> a, G
     shared[k_major_swizzle128(i / wgmma_f16_k, i % wgmma_f16_k) / 2] = a[i];
   for (unsigned i = tid; i < wgmma_f16_n * wgmma_f16_k; i += wgmma_probe_threads)
     shared[(wgmma_f16_b_offset + k_major_swizzle128(i / wgmma_f16_k, i % wgmma_f16_k)) / 2] = b[i];
-  isa::fence_proxy_async();  // this thread's generic stores before the async proxy's (wgmma's) reads
-  isa::sync_threads();       // every thread's part of the tiles is in
-  float accumulator[wgmma_f16_n / 2] = {};
-  isa::wgmma_fence();
-  isa::wgmma_fence_operand(accumulator);
-  FAPROBE_UNROLL
-  for (unsigned step = 0; step < wgmma_f16_k / 16; ++step) {
-    const std::uint64_t desc_a = isa::wgmma_descriptor(32 * step, 16, 1024, isa::WgmmaSwizzle::bytes128);
-    const std::uint64_t desc_b =
-        isa::wgmma_descriptor(wgmma_f16_b_offset + 32 * step, 16, 1024, isa::WgmmaSwizzle::bytes128);
-    isa::wgmma_ss<wgmma_f16_n, isa::Half>(accumulator, desc_a, desc_b, step > 0);
-  }
-  isa::wgmma_commit_group();
-  isa::wgmma_wait_group<0>();
-  isa::wgmma_fence_operand(accumulator);  // no read of D moves above the wait
-  write_accumulators<wgmma_f16_n>(accumulator, d);
+  wgmma_ss_steps<wgmma_f16_n, isa::Half, wgmma_f16_k / 16>(wgmma_f16_b_offset, 1024, isa::WgmmaSwizzle::bytes128, d);
 }
 
 // Probe "wgmma m64n128k16 bf16 rs, B N-major swizzle 128B": D(64×128) = A(64×32)·B(32×128), A from registers
@@ -166,22 +165,7 @@ FAPROBE_DEVICE void wgmma_e4m3_ss_swizzle64(GlobalSpan<const float> a, GlobalSpa
   };
   place(a, wgmma_probe_m, 0);
   place(b, wgmma_e4m3_n, wgmma_e4m3_b_offset);
-  isa::fence_proxy_async();  // this thread's generic stores before the async proxy's (wgmma's) reads
-  isa::sync_threads();       // every thread's part of the tiles is in
-  float accumulator[wgmma_e4m3_n / 2] = {};
-  isa::wgmma_fence();
-  isa::wgmma_fence_operand(accumulator);
-  FAPROBE_UNROLL
-  for (unsigned step = 0; step < wgmma_e4m3_k / 32; ++step) {
-    const std::uint64_t desc_a = isa::wgmma_descriptor(32 * step, 16, 512, isa::WgmmaSwizzle::bytes64);
-    const std::uint64_t desc_b =
-        isa::wgmma_descriptor(wgmma_e4m3_b_offset + 32 * step, 16, 512, isa::WgmmaSwizzle::bytes64);
-    isa::wgmma_ss<wgmma_e4m3_n, isa::E4M3>(accumulator, desc_a, desc_b, step > 0);
-  }
-  isa::wgmma_commit_group();
-  isa::wgmma_wait_group<0>();
-  isa::wgmma_fence_operand(accumulator);
-  write_accumulators<wgmma_e4m3_n>(accumulator, d);
+  wgmma_ss_steps<wgmma_e4m3_n, isa::E4M3, wgmma_e4m3_k / 32>(wgmma_e4m3_b_offset, 512, isa::WgmmaSwizzle::bytes64, d);
 }
 
 // --- stmatrix ---

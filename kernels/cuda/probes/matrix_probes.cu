@@ -10,6 +10,7 @@
 
 #include "cuda/probes/conversion_probes.cuh"
 #include "cuda/probes/matrix_probes.cuh"
+#include "cuda/probes/probe_launch_cuda.cuh"
 #include "cuda/probes/probe_launch_gpu.hpp"
 #include "cuda/runtime/gpu.hpp"
 
@@ -40,10 +41,6 @@ __global__ void convert_kernel(ConversionProbe probe, GlobalSpan<const std::uint
 }
 
 namespace on_gpu {
-namespace {
-dim3 to_dim3(const emu::Dim3& extent) { return dim3(extent.x, extent.y, extent.z); }
-cudaStream_t probe_stream() { return static_cast<cudaStream_t>(gpu::stream()); }
-}  // namespace
 
 void mma_m16n8k16(const emu::LaunchConfig& config, MmaProbeType type, GlobalSpan<const std::uint16_t> a,
                   GlobalSpan<const std::uint16_t> b, GlobalSpan<const float> c, GlobalSpan<float> d,

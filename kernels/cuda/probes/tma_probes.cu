@@ -6,6 +6,7 @@
 // and the suite never launches the probe on such a GPU (Probe::min_sm).
 #include <cuda_runtime.h>
 
+#include "cuda/probes/probe_launch_cuda.cuh"
 #include "cuda/probes/probe_launch_gpu.hpp"
 #include "cuda/probes/tma_probes.cuh"
 #include "cuda/runtime/gpu.hpp"
@@ -24,10 +25,6 @@ __global__ void tma_copy_kernel(const __grid_constant__ isa::TensorMap load_map,
 }
 
 namespace on_gpu {
-namespace {
-dim3 to_dim3(const emu::Dim3& extent) { return dim3(extent.x, extent.y, extent.z); }
-cudaStream_t probe_stream() { return static_cast<cudaStream_t>(gpu::stream()); }
-}  // namespace
 
 void tma_copy(const emu::LaunchConfig& config, const isa::TensorMap& load_map, const isa::TensorMap& store_map,
               GlobalSpan<std::uint32_t> shared_words) {

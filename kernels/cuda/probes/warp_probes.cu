@@ -4,6 +4,7 @@
 // checks that the instruction layer's inline PTX assembles.
 #include <cuda_runtime.h>
 
+#include "cuda/probes/probe_launch_cuda.cuh"
 #include "cuda/probes/probe_launch_gpu.hpp"
 #include "cuda/probes/warp_probes.cuh"
 #include "cuda/runtime/gpu.hpp"
@@ -24,10 +25,6 @@ __global__ void shuffle_kernel(ShuffleProbe probe, unsigned operand, unsigned wi
 __global__ void vote_kernel(GlobalSpan<const std::uint32_t> in, GlobalSpan<std::uint32_t> out) { vote(in, out); }
 
 namespace on_gpu {
-namespace {
-dim3 to_dim3(const emu::Dim3& extent) { return dim3(extent.x, extent.y, extent.z); }
-cudaStream_t probe_stream() { return static_cast<cudaStream_t>(gpu::stream()); }
-}  // namespace
 
 void block_sum(const emu::LaunchConfig& config, GlobalSpan<const float> values, GlobalSpan<float> block_sums) {
   block_sum_kernel<<<to_dim3(config.grid), to_dim3(config.block), config.shared_bytes, probe_stream()>>>(values,
