@@ -26,20 +26,25 @@ Case small_case(DType dtype) {
   return c;
 }
 
-// The float64 reference rounded to the dtype: the best output an implementation can produce.
-HostTensor reference_output(const Case& c) {
+// Every row of c as HeadReference computes it (reference: the float64 rows; otherwise the plain rows),
+// rounded to the output dtype.
+HostTensor rows_output(const Case& c, bool reference_rows) {
   HostTensor out = make_output(c);
   const GeneratedInputs inputs(c);
   for (std::int64_t b = 0; b < c.batch; ++b)
     for (std::int64_t h = 0; h < c.heads; ++h) {
       const HeadReference reference(c, inputs, b, c.kv_head_of(h));
       for (std::int64_t row = 0; row < c.seq_q; ++row) {
-        const Eigen::VectorXd values = reference.output_row(inputs, h, row);
+        const Eigen::VectorXd values =
+            reference_rows ? reference.output_row(inputs, h, row) : reference.plain_row(inputs, h, row);
         for (std::int64_t col = 0; col < c.head_dim; ++col) out.set(out.offset(b, row, h) + col, float(values(col)));
       }
     }
   return out;
 }
+
+// The float64 reference rounded to the dtype: the best output an implementation can produce.
+HostTensor reference_output(const Case& c) { return rows_output(c, true); }
 
 TEST(Check, SmallCasesCheckEveryRowLargeOnesSampleTheEdges) {
   const CheckPlan small = plan_check(small_case(DType::fp32));
@@ -121,19 +126,7 @@ TEST(Check, NanAndRowsThatShouldBeZeroAreCaught) {
 // fp8_e4m3: the plain computation is FlashAttention-3's FP8 forward (plain_fp8_row); the output is bf16.
 
 // The plain rows themselves, as an output.
-HostTensor plain_output(const Case& c) {
-  HostTensor out = make_output(c);
-  const GeneratedInputs inputs(c);
-  for (std::int64_t b = 0; b < c.batch; ++b)
-    for (std::int64_t h = 0; h < c.heads; ++h) {
-      const HeadReference reference(c, inputs, b, c.kv_head_of(h));
-      for (std::int64_t row = 0; row < c.seq_q; ++row) {
-        const Eigen::VectorXd values = reference.plain_row(inputs, h, row);
-        for (std::int64_t col = 0; col < c.head_dim; ++col) out.set(out.offset(b, row, h) + col, float(values(col)));
-      }
-    }
-  return out;
-}
+HostTensor plain_output(const Case& c) { return rows_output(c, false); }
 
 enum class Fp8Defect { none, p_not_rounded, v_scale_dropped, q_scale_dropped };
 
