@@ -155,6 +155,7 @@ struct Params {
   isa::TensorMap k_map;
   isa::TensorMap v_map;
   AttentionParams attention;  // for e4m3, q/k/v are unused (the maps hold them) and scale_log2 includes Q's and K's scales
+  GlobalSpan<std::uint32_t> output_pairs;  // O as pairs of 16-bit elements: the epilogue's 4-byte stores
   float output_scale = 1.0f;  // e4m3: V's scale, applied to O at the end; 1 otherwise
   int tiles = 0;              // query blocks · heads · batch
 };
@@ -424,8 +425,8 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
     isa::mbarrier_arrive(T::q_empty);  // this thread is done with the tile's Q
     ++tile_count;
 
-    // Epilogue: O = acc / l in the output dtype, written from registers (16 bytes per quad per row), and
-    // the LSE from the row state.
+    // Epilogue: O = acc / l in the output dtype, written from registers (a 4-byte pair per thread, 16 bytes
+    // per quad per row), and the LSE from the row state.
     const std::size_t q_seq_stride = std::size_t{static_cast<unsigned>(p.heads)} * T::head_dim;
     const std::size_t q_base =
         (std::size_t{static_cast<unsigned>(t.batch)} * static_cast<unsigned>(p.seq_q) * static_cast<unsigned>(p.heads) +
@@ -438,9 +439,8 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
       const std::size_t row_base = q_base + std::size_t{static_cast<unsigned>(row)} * q_seq_stride + (lane % 4) * 2;
       FAPROBE_UNROLL
       for (int d = 0; d < dim_tiles; ++d) {
-        const std::uint32_t pair = OutputElement::pack2(output[d][2 * r] * inverse_sum, output[d][2 * r + 1] * inverse_sum);
-        p.o[row_base + std::size_t{static_cast<unsigned>(d)} * 8] = static_cast<std::uint16_t>(pair & 0xffffu);
-        p.o[row_base + std::size_t{static_cast<unsigned>(d)} * 8 + 1] = static_cast<std::uint16_t>(pair >> 16);
+        params.output_pairs[(row_base + std::size_t{static_cast<unsigned>(d)} * 8) / 2] =
+            OutputElement::pack2(output[d][2 * r] * inverse_sum, output[d][2 * r + 1] * inverse_sum);
       }
       if (lane % 4 == 0 && p.lse.size() != 0) {
         const std::size_t lse_base =

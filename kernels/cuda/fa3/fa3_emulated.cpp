@@ -103,6 +103,7 @@ Params make_params(const AttentionArgs& args, Target target) {
   AttentionArgs checked = args;
   if (fp8) checked.dtype = DType::bf16;  // the same checks; O is bf16 (output_dtype), Q, K and V go by TMA
   params.attention = make_attention_params("fa3", checked);
+  params.output_pairs = GlobalSpan<std::uint32_t>(static_cast<std::uint32_t*>(args.o), params.attention.o.size() / 2, "o");
   if (args.block_table != nullptr || (args.kv_rows != 0 && args.kv_rows != args.batch * args.seq_k))
     throw std::invalid_argument("fa3_forward: K and V must be contiguous (batch, seq_k) tensors");
   if (fp8) {
