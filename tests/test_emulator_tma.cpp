@@ -43,17 +43,7 @@ std::vector<std::uint16_t> numbered_matrix(std::size_t rows, std::size_t cols) {
 // The map of such a matrix (2-byte elements, dims (cols, rows)) with a box of box_cols x box_rows.
 TensorMapShape matrix_shape(std::size_t rows, std::size_t cols, std::uint32_t box_cols, std::uint32_t box_rows,
                             isa::TmaSwizzle swizzle = isa::TmaSwizzle::none) {
-  TensorMapShape shape;
-  shape.rank = 2;
-  shape.element_bytes = 2;
-  shape.dims[0] = cols;
-  shape.dims[1] = rows;
-  shape.strides_bytes[0] = 2;
-  shape.strides_bytes[1] = 2 * cols;
-  shape.box[0] = box_cols;
-  shape.box[1] = box_rows;
-  shape.swizzle = swizzle;
-  return shape;
+  return cuda::matrix_shape(rows, cols, 2, box_cols, box_rows, swizzle);
 }
 
 // The box of `matrix` at (c0, c1) as PTX's bounding box defines it, box order, zeros outside the matrix.

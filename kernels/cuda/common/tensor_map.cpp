@@ -22,6 +22,21 @@ std::uint32_t swizzle_span(isa::TmaSwizzle swizzle) {
 
 }  // namespace
 
+TensorMapShape matrix_shape(std::uint64_t rows, std::uint64_t cols, std::uint32_t element_bytes, std::uint32_t box_cols,
+                            std::uint32_t box_rows, isa::TmaSwizzle swizzle) {
+  TensorMapShape shape;
+  shape.rank = 2;
+  shape.element_bytes = element_bytes;
+  shape.dims[0] = cols;
+  shape.dims[1] = rows;
+  shape.strides_bytes[0] = element_bytes;
+  shape.strides_bytes[1] = element_bytes * cols;
+  shape.box[0] = box_cols;
+  shape.box[1] = box_rows;
+  shape.swizzle = swizzle;
+  return shape;
+}
+
 std::size_t box_bytes(const TensorMapShape& shape) {
   std::size_t bytes = shape.element_bytes;
   for (int d = 0; d < shape.rank && d < 5; ++d) bytes *= shape.box[d];

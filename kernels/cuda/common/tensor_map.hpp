@@ -30,6 +30,11 @@ struct TensorMapShape {
   isa::TmaSwizzle swizzle = isa::TmaSwizzle::none;
 };
 
+// The 2-D shape of a row-major rows × cols matrix of element_bytes-byte elements (dims (cols, rows)), copied
+// in boxes of box_cols × box_rows.
+TensorMapShape matrix_shape(std::uint64_t rows, std::uint64_t cols, std::uint32_t element_bytes, std::uint32_t box_cols,
+                            std::uint32_t box_rows, isa::TmaSwizzle swizzle = isa::TmaSwizzle::none);
+
 // Bytes of one box (what a load's expect_tx announces): element_bytes · box[0] · ... · box[rank-1].
 std::size_t box_bytes(const TensorMapShape& shape);
 

@@ -415,16 +415,7 @@ ProbeOutput run_conversion(Target target, std::uint64_t seed, const std::string&
 
 // A tensor map of the probe's matrix at `base` (a device pointer on the GPU, a host one under emulation).
 isa::TensorMap probe_tensor_map(Target target, const void* base, isa::TmaSwizzle swizzle) {
-  TensorMapShape shape;
-  shape.rank = 2;
-  shape.element_bytes = 2;
-  shape.dims[0] = tma_probe_cols;
-  shape.dims[1] = tma_probe_rows;
-  shape.strides_bytes[0] = 2;
-  shape.strides_bytes[1] = 2 * tma_probe_cols;
-  shape.box[0] = tma_probe_box_cols;
-  shape.box[1] = tma_probe_box_rows;
-  shape.swizzle = swizzle;
+  const TensorMapShape shape = matrix_shape(tma_probe_rows, tma_probe_cols, 2, tma_probe_box_cols, tma_probe_box_rows, swizzle);
 #if defined(FAPROBE_WITH_CUDA)
   if (target == Target::gpu) return gpu_tensor_map(base, shape);
 #else
