@@ -12,15 +12,6 @@
 
 namespace faprobe::cuda {
 
-// The SMs of the target: the GPU's, or an H200's 132 for the emulator (the device "emulated sm_90a" stands
-// for), so that an emulated run makes the split choice the GPU would.
-inline int target_sms(Target target) {
-  constexpr int kH200Sms = 132;
-  if (target == Target::emulator) return kH200Sms;
-  const std::vector<gpu::DeviceInfo> found = gpu::devices();
-  return found.empty() ? kH200Sms : found.front().sm_count;
-}
-
 // CTAs of the unsplit attention grid: batch · kv_heads · ceil(group / 16).
 inline std::int64_t decode_ctas(const Case& c) {
   return c.batch * c.kv_heads * decode::head_chunks(static_cast<int>(c.group_size()));

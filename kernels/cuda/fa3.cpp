@@ -17,8 +17,6 @@
 namespace faprobe::cuda {
 namespace {
 
-constexpr int kPersistentSms = 132;  // an H200's SMs, for the details of an emulated run
-
 class Fa3Run final : public KernelRun {
  public:
   Fa3Run(const Case& c, KernelTensors& tensors, Target target)
@@ -31,11 +29,7 @@ class Fa3Run final : public KernelRun {
     const KernelShape shape = fa3_shape(args_.dtype, args_.head_dim);
     const std::int64_t query_blocks = (args_.seq_q + shape.block_q - 1) / shape.block_q;
     const std::int64_t tiles = query_blocks * args_.heads * args_.batch;
-    int sms = kPersistentSms;
-    if (target_ == Target::gpu) {
-      const std::vector<gpu::DeviceInfo> found = gpu::devices();
-      if (!found.empty()) sms = found.front().sm_count;
-    }
+    const int sms = target_sms(target_);
     return {{"block_q", shape.block_q},
             {"block_k", shape.block_k},
             {"threads", shape.threads},

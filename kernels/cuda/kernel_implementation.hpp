@@ -23,6 +23,15 @@ namespace faprobe::cuda {
 
 inline constexpr const char* kEmulatedDevice = "emulated sm_90a";
 
+// The SMs of the target: the GPU's, or an H200's 132 for the emulator (the device "emulated sm_90a" stands
+// for), so that an emulated run makes the choices the GPU would (decode splits, fa3's persistent grid).
+inline int target_sms(Target target) {
+  constexpr int kH200Sms = 132;
+  if (target == Target::emulator) return kH200Sms;
+  const std::vector<gpu::DeviceInfo> found = gpu::devices();
+  return found.empty() ? kH200Sms : found.front().sm_count;
+}
+
 // A buffer on the target: device memory from the GPU harness's pool, or a tracked host allocation.
 class KernelBuffer {
  public:
