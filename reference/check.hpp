@@ -24,9 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "case.hpp"
+#include "model/case.hpp"
 #include "reference/reference.hpp"
-#include "tensor.hpp"
+#include "model/tensor.hpp"
 
 namespace faprobe {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "fp8.hpp"
+#include "model/fp8.hpp"
 
 namespace faprobe {
 

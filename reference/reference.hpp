@@ -6,11 +6,11 @@
 #include <memory>
 #include <vector>
 
-#include <Eigen/Dense>
+#include "model/eigen.hpp"
 
-#include "case.hpp"
-#include "inputs.hpp"
-#include "tensor.hpp"
+#include "model/case.hpp"
+#include "model/inputs.hpp"
+#include "model/tensor.hpp"
 
 namespace faprobe {
 

@@ -62,7 +62,7 @@ MEASURE = {"warmup": 1, "min_samples": 10, "min_time": 0.5, "max_noise": 0.5, "m
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Cases: faprobe's config keys and range grammar (src/range.cpp, src/axes.cpp)
+# Cases: faprobe's config keys and range grammar (src/harness/range.cpp, src/harness/axes.cpp)
 
 
 def parse_integer(text):

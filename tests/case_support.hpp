@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "case.hpp"
+#include "model/case.hpp"
 
 namespace faprobe::test_support {
 

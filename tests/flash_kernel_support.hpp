@@ -17,12 +17,12 @@
 
 #include <gtest/gtest.h>
 
-#include "case.hpp"
+#include "model/case.hpp"
 #include "cuda/attention_args.hpp"
 #include "cuda/launchers.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"
-#include "tensor.hpp"
+#include "model/tensor.hpp"
 
 namespace faprobe {
 

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "axes.hpp"
-#include "errors.hpp"
+#include "harness/axes.hpp"
+#include "model/errors.hpp"
 
 namespace faprobe {
 namespace {

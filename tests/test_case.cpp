@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include "case.hpp"
-#include "errors.hpp"
-#include "kv_layout.hpp"
+#include "model/case.hpp"
+#include "model/errors.hpp"
+#include "model/kv_layout.hpp"
 
 namespace faprobe {
 namespace {

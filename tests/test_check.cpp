@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fp8.hpp"
+#include "model/fp8.hpp"
 #include "reference/check.hpp"
 
 namespace faprobe {

@@ -1,7 +1,7 @@
 // The command line end to end: the faprobe binary on tiny configs, its files, its exit statuses, one-line
 // errors for bad input, --save + verify of files, a sweep interrupted midway then resumed, --strict, the
 // list's devices and backend table, and faults with and without --isolate (planted through the
-// FAPROBE_TEST_FAULT hook of src/runner.hpp).
+// FAPROBE_TEST_FAULT hook of src/harness/runner.hpp).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,8 +19,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "npy.hpp"
-#include "writers.hpp"
+#include "harness/npy.hpp"
+#include "harness/writers.hpp"
 
 namespace fs = std::filesystem;
 

@@ -14,10 +14,10 @@
 
 #include <gtest/gtest.h>
 
-#include "case.hpp"
+#include "model/case.hpp"
 #include "case_support.hpp"
 #include "cpu/factories.hpp"
-#include "memory.hpp"
+#include "model/memory.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"
 

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "case.hpp"
+#include "model/case.hpp"
 #include "case_support.hpp"
 #include "flash_kernel_support.hpp"
 #include "cuda/attention_args.hpp"
@@ -21,7 +21,7 @@
 #include "cuda/launchers.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"
-#include "tensor.hpp"
+#include "model/tensor.hpp"
 
 namespace faprobe {
 

@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "case.hpp"
+#include "model/case.hpp"
 #include "case_support.hpp"
 #include "cuda/fa2/fa2_emulated.hpp"
 #include "cuda/launchers.hpp"

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "case.hpp"
+#include "model/case.hpp"
 #include "case_support.hpp"
 #include "cuda/common/emu/emulator.hpp"
 #include "cuda/fa3/fa3_emulated.hpp"

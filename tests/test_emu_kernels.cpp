@@ -20,11 +20,11 @@
 #include "cuda/launchers.hpp"
 #include "cuda/naive/softmax.cuh"
 #include "cuda/naive/softmax_launch.hpp"
-#include "dtype.hpp"
+#include "model/dtype.hpp"
 #include "emulator_test_support.hpp"
-#include "inputs.hpp"
-#include "kv_layout.hpp"
-#include "tensor.hpp"
+#include "model/inputs.hpp"
+#include "model/kv_layout.hpp"
+#include "model/tensor.hpp"
 
 namespace faprobe::cuda {
 namespace {

@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "fp8.hpp"
+#include "model/fp8.hpp"
 #include "reference/reference.hpp"
-#include "tensor.hpp"
+#include "model/tensor.hpp"
 
 namespace faprobe {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "inputs.hpp"
+#include "model/inputs.hpp"
 #include "reference/reference.hpp"
-#include "tensor.hpp"
+#include "model/tensor.hpp"
 
 namespace faprobe {
 namespace {

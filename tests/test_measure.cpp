@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "measure.hpp"
+#include "harness/measure.hpp"
 
 namespace faprobe {
 namespace {

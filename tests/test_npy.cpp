@@ -1,4 +1,4 @@
-// .npy reading and writing (src/npy.hpp): round trips, the byte layout checked against the format
+// .npy reading and writing (src/harness/npy.hpp): round trips, the byte layout checked against the format
 // specification with hand-built files, interoperability with NumPy itself when a Python with NumPy is
 // installed, and a UsageError naming the flag and the reason for every kind of malformed file.
 #include <gtest/gtest.h>
@@ -20,8 +20,8 @@
 
 #include <fmt/format.h>
 
-#include "errors.hpp"
-#include "npy.hpp"
+#include "model/errors.hpp"
+#include "harness/npy.hpp"
 
 namespace faprobe {
 namespace {
@@ -371,7 +371,7 @@ numpy.save(os.path.join(d, 'struct.npy'), numpy.zeros((1, 2, 1, 4), dtype=[('x',
 // Malformed files: a UsageError naming the flag, the file and the reason; never a crash
 
 TEST_F(NpyTest, MissingFileOrDirectory) {
-  EXPECT_NE(error_of(path("absent.npy"), "--q").find("cannot open file"), std::string::npos);
+  EXPECT_NE(error_of(path("absent.npy"), "--q").find("cannot open the file"), std::string::npos);
   EXPECT_NE(error_of(dir_.string(), "--k").find("not a regular file"), std::string::npos);
 }
 

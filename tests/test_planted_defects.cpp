@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "case.hpp"
+#include "model/case.hpp"
 #include "cpu/planted.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"

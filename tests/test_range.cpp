@@ -1,8 +1,8 @@
 // The range grammar of DESIGN.md and its errors.
 #include <gtest/gtest.h>
 
-#include "errors.hpp"
-#include "range.hpp"
+#include "model/errors.hpp"
+#include "harness/range.hpp"
 
 namespace faprobe {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runner.hpp"
+#include "harness/runner.hpp"
 
 namespace faprobe {
 namespace {

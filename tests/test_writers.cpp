@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "errors.hpp"
-#include "writers.hpp"
+#include "model/errors.hpp"
+#include "harness/writers.hpp"
 
 namespace faprobe {
 namespace {

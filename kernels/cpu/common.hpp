@@ -7,12 +7,12 @@
 #include <cstdint>
 #include <cstring>
 
-#include <Eigen/Core>
+#include "model/eigen.hpp"
 #if defined(__F16C__)
 #include <immintrin.h>
 #endif
 
-#include "tensor.hpp"
+#include "model/tensor.hpp"
 
 namespace faprobe::cpu {
 

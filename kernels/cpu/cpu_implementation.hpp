@@ -4,8 +4,8 @@
 #include <chrono>
 #include <memory>
 
-#include "registry.hpp"
-#include "tensor.hpp"
+#include "model/implementation.hpp"
+#include "model/tensor.hpp"
 
 namespace faprobe::cpu {
 

@@ -18,7 +18,7 @@
 // below the thread count the key split also supplies the parallelism a per-(batch, head) walk lacks. The
 // step of 16 keys measured the same as 8, 32 and 64.
 //
-// Paged KV and variable lengths: a key row is found through the case's layout (src/kv_layout.hpp), one
+// Paged KV and variable lengths: a key row is found through the case's layout (src/model/kv_layout.hpp), one
 // block-table lookup per row of kv_heads·head_dim values; a page of 16 keys is still 16 contiguous rows
 // (256 KiB at the shape below), so the streams stay long. Every entry is cut into the same number of ranges
 // of the longest entry's chunk; ranges past a shorter entry's end are empty and merge as nothing.

@@ -3,7 +3,7 @@
 #pragma once
 #include <memory>
 
-#include "registry.hpp"
+#include "model/implementation.hpp"
 
 namespace faprobe::cpu {
 

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <limits>
 
-#include <Eigen/Core>
+#include "model/eigen.hpp"
 
 namespace faprobe::cpu {
 

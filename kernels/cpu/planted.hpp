@@ -10,8 +10,8 @@
 #include <memory>
 #include <string_view>
 
-#include "case.hpp"
-#include "registry.hpp"
+#include "model/case.hpp"
+#include "model/implementation.hpp"
 
 namespace faprobe::cpu {
 

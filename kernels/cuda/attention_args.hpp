@@ -1,9 +1,9 @@
 // The AttentionArgs of a case over its four tensors (wherever they live: device memory, or host memory for
 // the emulator): the one place a Case becomes a kernel's view of the problem.
 #pragma once
-#include "case.hpp"
+#include "model/case.hpp"
 #include "cuda/launchers.hpp"
-#include "fp8.hpp"
+#include "model/fp8.hpp"
 
 namespace faprobe::cuda {
 

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "cuda/launchers.hpp"
-#include "registry.hpp"
+#include "model/implementation.hpp"
 
 namespace faprobe::cuda {
 

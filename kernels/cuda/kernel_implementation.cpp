@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 
 #include "cuda/runtime/gpu.hpp"
-#include "host_info.hpp"
-#include "inputs.hpp"
-#include "tensor.hpp"
+#include "model/host_info.hpp"
+#include "model/inputs.hpp"
+#include "model/tensor.hpp"
 
 namespace faprobe::cuda {
 

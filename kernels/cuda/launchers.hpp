@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dtype.hpp"
+#include "model/dtype.hpp"
 
 namespace faprobe::cuda {
 
@@ -31,10 +31,10 @@ struct AttentionArgs {
   std::int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 64;
   bool causal = false;
   float scale = 0.125f;  // 1/sqrt(head_dim)
-  // fp8_e4m3 (src/fp8.hpp): the per-tensor scales (FA-3's descales), real value = e4m3 value · scale; 1 for
+  // fp8_e4m3 (src/model/fp8.hpp): the per-tensor scales (FA-3's descales), real value = e4m3 value · scale; 1 for
   // the other dtypes. O is then in output_dtype(dtype), bf16.
   float q_scale = 1.0f, k_scale = 1.0f, v_scale = 1.0f;
-  // Where K and V rows live (DESIGN.md's KV layouts; src/kv_layout.hpp). The prefill kernels take the
+  // Where K and V rows live (DESIGN.md's KV layouts; src/model/kv_layout.hpp). The prefill kernels take the
   // default, contiguous (batch, seq_k) tensors; the decode kernels take any layout.
   std::int64_t kv_rows = 0;                   // rows of the K and V storage; 0: batch · seq_k
   const std::int32_t* seq_starts = nullptr;   // batch + 1 logical row offsets (cu_seqlens); seq_k is the longest
@@ -50,8 +50,8 @@ struct Launch {
 };
 
 // --- Device input generator (cuda/common/fill_inputs.cuh): writes count elements of dtype, element i
-// being round_to(dtype, input_value(key, i)) (src/inputs.hpp), bit-identical to the host's make_inputs: for
-// fp8_e4m3 the e4m3 code of input_value / fp8_input_scale (src/fp8.hpp).
+// being round_to(dtype, input_value(key, i)) (src/model/inputs.hpp), bit-identical to the host's make_inputs: for
+// fp8_e4m3 the e4m3 code of input_value / fp8_input_scale (src/model/fp8.hpp).
 void fill_input(const Launch& launch, void* data, DType dtype, std::size_t count, std::uint64_t key);
 // A paged K or V pool (fill_paged_values in fill_inputs.cuh): pages · page_size rows of row_width
 // elements; row r of page p is logical row page_first_row[p] + r when r < page_valid_rows[p], else NaN.

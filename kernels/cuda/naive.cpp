@@ -25,7 +25,7 @@
 #include <cstring>
 #include <limits>
 
-#include <Eigen/Core>
+#include "model/eigen.hpp"
 #include <fmt/format.h>
 
 #include "cuda/factories.hpp"

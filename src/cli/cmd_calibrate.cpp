@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
-#include "calibrate.hpp"
+#include "harness/calibrate.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "host_info.hpp"
+#include "model/host_info.hpp"
 
 namespace faprobe::cli {
 

@@ -19,7 +19,7 @@
 #include "cuda/launchers.hpp"
 #include "cuda/probes/probe_suite.hpp"
 #include "cuda/runtime/gpu.hpp"
-#include "errors.hpp"
+#include "model/errors.hpp"
 
 namespace faprobe::cli {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "errors.hpp"
-#include "npy.hpp"
+#include "model/errors.hpp"
+#include "harness/npy.hpp"
 
 namespace faprobe::cli {
 namespace {

@@ -11,10 +11,11 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "default_config.hpp"
-#include "errors.hpp"
-#include "npy.hpp"
+#include "harness/input_file.hpp"
+#include "model/errors.hpp"
+#include "harness/npy.hpp"
 #include "reference/check.hpp"
-#include "writers.hpp"
+#include "harness/writers.hpp"
 
 namespace faprobe::cli {
 namespace {
@@ -25,6 +26,8 @@ struct VerifyOptions {
   std::string q, k, v, o;  // an output produced elsewhere
   CLI::Option* files_option = nullptr;
 };
+
+constexpr std::uint64_t kMaxCaseFileBytes = std::uint64_t(1) << 20;  // case.json is a few hundred bytes
 
 int verify_files(const VerifyOptions& options) {
   for (const auto& [flag, path] : {std::pair{"--q", &options.q}, {"--k", &options.k}, {"--v", &options.v},
@@ -53,11 +56,14 @@ int verify_files(const VerifyOptions& options) {
   const std::filesystem::path saved_case = std::filesystem::path(options.o).parent_path() / "case.json";
   if (std::filesystem::exists(saved_case)) {
     try {
-      const Case saved = nlohmann::json::parse(std::ifstream(saved_case)).at("case").get<Case>();
+      const Case saved =
+          nlohmann::json::parse(read_text_file(saved_case.string(), "", kMaxCaseFileBytes)).at("case").get<Case>();
       c.dtype = saved.dtype;
       c.mask = saved.mask;
       fmt::print(stderr, "verify: dtype {} and mask {} from {} (flags override)\n", to_string(c.dtype),
                  to_string(c.mask), saved_case.string());
+    } catch (const UsageError&) {
+      throw;
     } catch (const std::exception& error) {
       throw UsageError(fmt::format("{}: not a faprobe case file: {}", saved_case.string(), error.what()));
     }

@@ -7,8 +7,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "errors.hpp"
-#include "progress.hpp"
+#include "model/errors.hpp"
+#include "harness/progress.hpp"
 
 int main(int argc, char** argv) {
   using namespace faprobe;

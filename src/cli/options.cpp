@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "cuda/runtime/gpu.hpp"
-#include "errors.hpp"
-#include "host_info.hpp"
+#include "model/errors.hpp"
+#include "model/host_info.hpp"
 
 namespace faprobe::cli {
 namespace {
@@ -155,8 +155,8 @@ nlohmann::json run_metadata(const nlohmann::json& rates) {
 
 }  // namespace faprobe::cli
 
-#include "calibrate.hpp"
-#include "range.hpp"
+#include "harness/calibrate.hpp"
+#include "harness/range.hpp"
 
 namespace faprobe::cli {
 

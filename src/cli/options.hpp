@@ -8,8 +8,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "axes.hpp"
-#include "runner.hpp"
+#include "harness/axes.hpp"
+#include "harness/runner.hpp"
 
 namespace faprobe::cli {
 

@@ -1,9 +1,9 @@
 // The device input generator: writes a Q, K or V tensor on the device from the counter-based generator of
-// src/inputs.hpp, element i = input_value(key, i) rounded once to the storage type, so that the GPU never
-// needs the host's inputs copied over and its bits equal the host's make_inputs (src/tensor.cpp) exactly:
+// src/model/inputs.hpp, element i = input_value(key, i) rounded once to the storage type, so that the GPU never
+// needs the host's inputs copied over and its bits equal the host's make_inputs (src/model/tensor.cpp) exactly:
 // input_value is integer arithmetic plus one exact fp32 scaling (nvcc runs the constexpr function on the
 // device with --expt-relaxed-constexpr), and the rounding is cvt.rn, round to nearest even, like Eigen's.
-// fp8_e4m3 inputs are the e4m3 code of value / fp8_input_scale through the host's own codec (src/fp8.hpp:
+// fp8_e4m3 inputs are the e4m3 code of value / fp8_input_scale through the host's own codec (src/model/fp8.hpp:
 // integer arithmetic, compiled for the device too), so no conversion instruction is involved (E4m3Input).
 //
 // Shape: a grid-stride loop, fill_input_threads threads per CTA and a bounded grid, so each thread writes
@@ -19,8 +19,8 @@
 #include <limits>
 
 #include "cuda/common/isa.hpp"
-#include "fp8.hpp"
-#include "inputs.hpp"
+#include "model/fp8.hpp"
+#include "model/inputs.hpp"
 
 namespace faprobe::cuda::fill {
 

@@ -31,7 +31,7 @@
 #include <cmath>
 #include <string>
 
-#include <Eigen/Core>
+#include "model/eigen.hpp"
 #endif
 
 #include "cuda/common/spans.hpp"

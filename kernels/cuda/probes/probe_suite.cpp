@@ -29,8 +29,8 @@
 #include "cuda/probes/tma_probes.cuh"
 #include "cuda/probes/warp_probes.cuh"
 #include "cuda/runtime/gpu.hpp"
-#include "inputs.hpp"
-#include "memory.hpp"
+#include "model/inputs.hpp"
+#include "model/memory.hpp"
 #if defined(FAPROBE_WITH_CUDA)
 #include "cuda/probes/probe_launch_gpu.hpp"
 #endif

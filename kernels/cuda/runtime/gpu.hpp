@@ -24,7 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "memory.hpp"
+#include "model/memory.hpp"
 
 namespace faprobe::gpu {
 

@@ -1,0 +1,92 @@
+#include "harness/record.hpp"
+
+#include <stdexcept>
+
+namespace faprobe {
+
+std::string_view to_string(Status status) {
+  switch (status) {
+    case Status::ok: return "ok";
+    case Status::mismatch: return "mismatch";
+    case Status::skipped: return "skipped";
+    case Status::unsupported: return "unsupported";
+    case Status::failed: return "failed";
+  }
+  return "?";
+}
+
+Status parse_status(std::string_view text) {
+  for (Status status : {Status::ok, Status::mismatch, Status::skipped, Status::unsupported, Status::failed}) {
+    if (text == to_string(status)) return status;
+  }
+  throw std::invalid_argument("unknown status '" + std::string(text) + "'");
+}
+
+std::optional<double> Record::gflops() const {
+  if (!time || time->median <= 0) return std::nullopt;
+  return flops() / time->median * 1e-9;
+}
+
+std::optional<double> Record::gbytes_per_s() const {
+  if (!time || time->median <= 0) return std::nullopt;
+  return bytes() / time->median * 1e-9;
+}
+
+void to_json(nlohmann::json& out, const Record& record) {
+  out = nlohmann::json::object();
+  out["impl"] = record.impl;
+  out["device"] = record.device;
+  out["case"] = record.c;
+  out["status"] = to_string(record.status);
+  out["reason"] = record.reason;
+  if (record.time) {
+    const TimeStats& t = record.time.value();
+    out["time_s"] = {{"median", t.median}, {"mean", t.mean}, {"min", t.min},       {"max", t.max},
+                     {"q1", t.q1},         {"q3", t.q3},     {"stddev", t.stddev}, {"samples", t.samples}};
+  } else {
+    out["time_s"] = nullptr;
+  }
+  out["predicted_time_s"] = record.predicted_time_s;
+  out["flops"] = record.flops();
+  out["bytes"] = record.bytes();
+  const auto gflops = record.gflops();
+  const auto gbytes = record.gbytes_per_s();
+  out["tflops"] = gflops ? nlohmann::json(*gflops * 1e-3) : nlohmann::json(nullptr);
+  out["gflops"] = gflops ? nlohmann::json(*gflops) : nlohmann::json(nullptr);
+  out["gbytes_per_s"] = gbytes ? nlohmann::json(*gbytes) : nlohmann::json(nullptr);
+  out["bandwidth_fraction"] =
+      record.bandwidth_fraction ? nlohmann::json(*record.bandwidth_fraction) : nlohmann::json(nullptr);
+  out["memory"] = {{"peak_bytes", record.memory.peak_bytes},
+                   {"workspace_bytes", record.memory.workspace_bytes},
+                   {"predicted_bytes", record.memory.predicted_bytes}};
+  out["verify"] = record.verify ? nlohmann::json(*record.verify) : nlohmann::json(nullptr);
+  out["details"] = record.details;
+}
+
+void from_json(const nlohmann::json& in, Record& record) {
+  record.impl = in.at("impl").get<std::string>();
+  record.device = in.at("device").get<std::string>();
+  record.c = in.at("case").get<Case>();
+  record.status = parse_status(in.at("status").get<std::string>());
+  record.reason = in.value("reason", std::string());
+  record.time.reset();
+  if (in.contains("time_s") && in["time_s"].is_object()) {
+    const auto& t = in["time_s"];
+    record.time = TimeStats{t.at("median").get<double>(), t.at("mean").get<double>(), t.at("min").get<double>(),
+                            t.at("max").get<double>(),    t.at("q1").get<double>(),   t.at("q3").get<double>(),
+                            t.at("stddev").get<double>(), t.at("samples").get<std::int64_t>()};
+  }
+  record.predicted_time_s = in.value("predicted_time_s", 0.0);
+  record.bandwidth_fraction.reset();  // optional: records written before it existed have none
+  if (in.contains("bandwidth_fraction") && in["bandwidth_fraction"].is_number()) {
+    record.bandwidth_fraction = in["bandwidth_fraction"].get<double>();
+  }
+  const auto& memory = in.at("memory");
+  record.memory = {memory.at("peak_bytes").get<std::uint64_t>(), memory.at("workspace_bytes").get<std::uint64_t>(),
+                   memory.at("predicted_bytes").get<std::uint64_t>()};
+  record.verify.reset();
+  if (in.contains("verify") && in["verify"].is_object()) record.verify = in["verify"].get<VerifyResult>();
+  record.details = in.value("details", nlohmann::json::object());
+}
+
+}  // namespace faprobe

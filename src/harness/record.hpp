@@ -1,0 +1,60 @@
+// The result record, schema "faprobe/1" (DESIGN.md): one per (implementation, case). Every writer is a
+// thin printer over these records.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/case.hpp"
+#include "reference/check.hpp"
+
+namespace faprobe {
+
+inline constexpr const char* kSchema = "faprobe/1";
+
+enum class Status { ok, mismatch, skipped, unsupported, failed };
+std::string_view to_string(Status status);
+Status parse_status(std::string_view text);
+
+// The identity of an (implementation, case) pair, used by --resume.
+inline std::string record_key(const std::string& impl, const Case& c) { return impl + " " + c.key(); }
+
+struct TimeStats {
+  double median = 0, mean = 0, min = 0, max = 0, q1 = 0, q3 = 0, stddev = 0;
+  std::int64_t samples = 0;
+};
+
+struct MemoryStats {
+  std::uint64_t peak_bytes = 0;
+  std::uint64_t workspace_bytes = 0;
+  std::uint64_t predicted_bytes = 0;
+};
+
+struct Record {
+  std::string impl;
+  std::string device;
+  Case c;
+  Status status = Status::ok;
+  std::string reason;
+  std::optional<TimeStats> time;  // absent when not timed (skipped, unsupported, emulated, verify)
+  // gbytes_per_s() over the copy bandwidth of the device it ran on (the GPU's or the host's, from the
+  // run's calibration); absent when not timed or that bandwidth was not measured.
+  std::optional<double> bandwidth_fraction;
+  double predicted_time_s = 0;
+  MemoryStats memory;
+  std::optional<VerifyResult> verify;
+  nlohmann::json details = nlohmann::json::object();
+
+  double flops() const { return c.flops(); }
+  double bytes() const { return c.min_bytes(); }
+  std::optional<double> gflops() const;         // flops / median time
+  std::optional<double> gbytes_per_s() const;   // minimum bytes / median time
+  std::string key() const { return record_key(impl, c); }
+};
+
+void to_json(nlohmann::json& out, const Record& record);
+void from_json(const nlohmann::json& in, Record& record);
+
+}  // namespace faprobe

@@ -1,0 +1,47 @@
+#include "harness/registry.hpp"
+
+#include "cpu/factories.hpp"
+#include "cuda/factories.hpp"
+
+namespace faprobe {
+
+// One line per implementation below; each factory lives in the implementation's own file.
+
+const std::vector<std::unique_ptr<Implementation>>& implementations() {
+  static const std::vector<std::unique_ptr<Implementation>> all = [] {
+    std::vector<std::unique_ptr<Implementation>> list;
+    list.push_back(cpu::make_naive());
+    list.push_back(cpu::make_tiled());
+    list.push_back(cpu::make_decode());
+    list.push_back(cpu::make_decode_splitk());
+    list.push_back(cuda::make_naive(cuda::Target::gpu));
+    list.push_back(cuda::make_fa1(cuda::Target::gpu));
+    list.push_back(cuda::make_fa2(cuda::Target::gpu));
+    list.push_back(cuda::make_fa3(cuda::Target::gpu));
+    list.push_back(cuda::make_decode(cuda::Target::gpu));
+    list.push_back(cuda::make_decode_splitk(cuda::Target::gpu));
+    list.push_back(cuda::make_naive(cuda::Target::emulator));
+    list.push_back(cuda::make_fa1(cuda::Target::emulator));
+    list.push_back(cuda::make_fa2(cuda::Target::emulator));
+    list.push_back(cuda::make_fa3(cuda::Target::emulator));
+    list.push_back(cuda::make_decode(cuda::Target::emulator));
+    list.push_back(cuda::make_decode_splitk(cuda::Target::emulator));
+    return list;
+  }();
+  return all;
+}
+
+const Implementation* find_implementation(const std::string& name) {
+  for (const auto& impl : implementations()) {
+    if (impl->name() == name) return impl.get();
+  }
+  return nullptr;
+}
+
+std::vector<std::string> implementation_names() {
+  std::vector<std::string> names;
+  for (const auto& impl : implementations()) names.push_back(impl->name());
+  return names;
+}
+
+}  // namespace faprobe

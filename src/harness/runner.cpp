@@ -1,0 +1,460 @@
+#include "harness/runner.hpp"
+
+#include <fcntl.h>
+#include <omp.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <new>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "model/errors.hpp"
+#include "harness/measure.hpp"
+#include "model/memory.hpp"
+#include "harness/progress.hpp"
+#include "harness/range.hpp"
+#include "reference/check.hpp"
+#include "harness/writers.hpp"
+
+namespace faprobe {
+namespace {
+
+constexpr std::string_view kRecordPrefix = "faprobe-record ";
+constexpr auto kInterruptGrace = std::chrono::seconds(2);  // a forwarded SIGINT, then SIGKILL
+
+// FAPROBE_TEST_FAULT=KIND[@SEQ_K] (see runner.hpp): a planted fault for the tests of fault handling.
+void apply_test_fault(const Case& c) {
+  const char* setting = std::getenv("FAPROBE_TEST_FAULT");
+  if (setting == nullptr || *setting == '\0') return;
+  const std::string text = setting;
+  const std::size_t at = text.find('@');
+  const std::string kind = text.substr(0, at);
+  if (at != std::string::npos && text.substr(at + 1) != std::to_string(c.seq_k)) return;
+  if (kind == "throw") throw std::runtime_error("FAPROBE_TEST_FAULT: planted error (throw)");
+  if (kind == "crash") {
+    const rlimit no_core{0, 0};  // a planted crash leaves no core file behind
+    setrlimit(RLIMIT_CORE, &no_core);
+    std::signal(SIGSEGV, SIG_DFL);  // past any handler a sanitizer installed: die as a real crash would
+    std::raise(SIGSEGV);
+  }
+  if (kind == "hang") {
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+  throw std::runtime_error(fmt::format("FAPROBE_TEST_FAULT: unknown fault '{}' (allowed: throw, crash, hang)", kind));
+}
+
+// supports(), then the predicted memory and time against the limits. Returns true when the case may run;
+// otherwise `record` says why not (unsupported, skipped). With `device_limit` false the implementation's
+// default memory limit (the device's free memory, when --mem-limit is not given) is not consulted: the
+// parent of an isolated pair leaves it to the child, since asking a GPU would initialize CUDA here.
+bool screen(const Implementation& impl, const Case& c, const MeasureSettings& measure, const RunOptions& options,
+            bool device_limit, Record& record) {
+  record.impl = impl.name();
+  record.device = impl.device();
+  record.c = c;
+  if (std::string why = impl.supports(c); !why.empty()) {
+    record.status = Status::unsupported;
+    record.reason = why;
+    return false;
+  }
+  record.memory.predicted_bytes = impl.predicted_bytes(c);
+  record.predicted_time_s = impl.predicted_seconds(c, options.rates);
+  if (options.mem_limit != 0 || device_limit) {
+    const std::uint64_t mem_limit = options.mem_limit != 0 ? options.mem_limit : impl.default_memory_limit();
+    if (record.memory.predicted_bytes > mem_limit) {
+      record.status = Status::skipped;
+      record.reason = fmt::format("needs {}, limit {}", format_bytes(double(record.memory.predicted_bytes)),
+                                  format_bytes(double(mem_limit)));
+      return false;
+    }
+  }
+  if (record.predicted_time_s > measure.max_time_s) {
+    record.status = Status::skipped;
+    record.reason = fmt::format("predicted {} per run, budget {} (--max-time)",
+                                format_seconds(record.predicted_time_s), format_seconds(measure.max_time_s));
+    return false;
+  }
+  return true;
+}
+
+// --- The isolated child's job: what run_one needs, as JSON on the child's command line. ---
+
+nlohmann::json make_job(const Implementation& impl, const Case& c, const MeasureSettings& measure,
+                        const RunOptions& options) {
+  return {{"impl", impl.name()},
+          {"case", c},
+          {"measure",
+           {{"warmup", measure.warmup},
+            {"min_samples", measure.min_samples},
+            {"max_noise_percent", measure.max_noise_percent},
+            {"min_time_s", measure.min_time_s},
+            {"max_time_s", measure.max_time_s},
+            {"verify", measure.verify},
+            {"flush_l2", measure.flush_l2},
+            {"threads", measure.threads}}},
+          {"timing", options.timing},
+          {"mem_limit", options.mem_limit},
+          {"rates", {{"gemm_gflops", options.rates.gemm_gflops},
+                     {"memory_gbytes_per_s", options.rates.memory_gbytes_per_s}}}};
+}
+
+// What a child left behind: how it ended and what it wrote.
+struct ChildOutcome {
+  bool timed_out = false;
+  bool interrupted = false;
+  int wait_status = 0;
+  std::string out, err;
+};
+
+std::string signal_text(int signal_number) {
+  const char* abbreviation = sigabbrev_np(signal_number);  // glibc 2.32: "SEGV"
+  return abbreviation != nullptr ? fmt::format("signal {} (SIG{})", signal_number, abbreviation)
+                                 : fmt::format("signal {}", signal_number);
+}
+
+std::string last_line(const std::string& text) {
+  const std::size_t end = text.find_last_not_of(" \n\r\t");
+  if (end == std::string::npos) return "";
+  const std::size_t newline = text.rfind('\n', end);
+  const std::size_t begin = newline == std::string::npos ? 0 : newline + 1;
+  return text.substr(begin, end + 1 - begin);
+}
+
+// fork + exec of `argv` in its own process group, stdout and stderr captured; waits until the child has
+// exited and both pipes are closed, the timeout has passed (then SIGKILL to the group), or an interrupt
+// (then SIGINT to the group, and SIGKILL after kInterruptGrace).
+ChildOutcome run_child(const std::vector<std::string>& argv, double timeout_s) {
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    const int error = errno;
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    throw std::system_error(error, std::generic_category(), "pipe2");
+  }
+  // Everything the child needs is prepared before fork: between fork and exec only async-signal-safe calls
+  // are allowed (the parent has OpenMP threads).
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  const std::string exec_failed = fmt::format("faprobe: cannot execute {} for --isolate\n", argv.front());
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) {
+    const int error = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    throw std::system_error(error, std::generic_category(), "fork");
+  }
+  if (child == 0) {
+    setpgid(0, 0);                    // its own group: a timeout kills it and anything it started
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // and it dies with the parent (a second Ctrl-C exits at once)
+    if (getppid() != parent) _exit(127);  // the parent died before prctl
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    close_range(3, UINT_MAX, 0);  // no other file of the parent's (a JSONL being written) leaks into it
+    execv(args[0], args.data());
+    const ssize_t ignored = write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
+    (void)ignored;
+    _exit(127);
+  }
+  setpgid(child, child);  // also here, so the group exists whichever process runs first
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+
+  ChildOutcome outcome;
+  using clock = std::chrono::steady_clock;
+  const auto deadline =
+      clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
+  auto kill_at = deadline;
+  bool reaped = false, killed = false;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&outcome.out, &outcome.err};
+  while (!reaped || fds[0].fd >= 0 || fds[1].fd >= 0) {
+    const auto now = clock::now();
+    if (!killed && interrupted() && !outcome.interrupted) {
+      outcome.interrupted = true;
+      kill(-child, SIGINT);
+      kill_at = std::min(deadline, now + kInterruptGrace);
+    }
+    if (!killed && now >= kill_at) {
+      outcome.timed_out = !outcome.interrupted;
+      kill(-child, SIGKILL);
+      killed = true;
+    }
+    if (killed && reaped) break;  // a grandchild may hold a pipe; the group was killed, stop reading
+    const auto wait = std::clamp<long long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - now).count(), 0, 100);
+    if (poll(fds, 2, killed ? 10 : int(wait)) > 0) {
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+        char buffer[4096];
+        const ssize_t n = read(fds[i].fd, buffer, sizeof(buffer));
+        if (n > 0) {
+          sinks[i]->append(buffer, std::size_t(n));
+        } else if (n == 0 || errno != EINTR) {
+          close(fds[i].fd);
+          fds[i].fd = -1;  // poll ignores negative descriptors
+        }
+      }
+    }
+    if (!reaped && waitpid(child, &outcome.wait_status, WNOHANG) == child) reaped = true;
+  }
+  for (const pollfd& fd : fds)
+    if (fd.fd >= 0) close(fd.fd);
+  return outcome;
+}
+
+Record run_isolated(const Implementation& impl, const Case& c, const MeasureSettings& measure,
+                    const RunOptions& options, Record screened) {
+  const double timeout_s = options.isolate_timeout_s > 0 ? options.isolate_timeout_s : default_isolate_timeout(measure);
+  const ChildOutcome child = run_child(
+      {options.child_executable, "run", "--isolated-child", make_job(impl, c, measure, options).dump()}, timeout_s);
+
+  // The child's record is its last "faprobe-record" line; anything else it printed goes to our stderr.
+  std::optional<Record> record;
+  std::string passed_on;
+  std::istringstream lines(child.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(kRecordPrefix, 0) != 0) {
+      passed_on += line + "\n";
+      continue;
+    }
+    try {
+      record = nlohmann::json::parse(line.substr(kRecordPrefix.size())).get<Record>();
+    } catch (const std::exception& error) {
+      passed_on += fmt::format("unreadable record from the isolated child: {}\n", error.what());
+    }
+  }
+  passed_on += child.err;
+  if (!passed_on.empty() && !child.interrupted) {
+    std::cerr << passed_on << (passed_on.back() == '\n' ? "" : "\n") << std::flush;
+  }
+
+  // A record the child wrote stands even if the child then did not exit cleanly (noted in its details).
+  const bool exited_cleanly = WIFEXITED(child.wait_status) && WEXITSTATUS(child.wait_status) == 0;
+  const std::string exit_text = WIFSIGNALED(child.wait_status)
+                                    ? fmt::format("child exited with {}", signal_text(WTERMSIG(child.wait_status)))
+                                    : fmt::format("child exited with status {}", WEXITSTATUS(child.wait_status));
+  if (record) {
+    if (child.timed_out) {
+      record->details["child_exit"] = fmt::format("killed: not exited {:g} s after it started", timeout_s);
+    } else if (!exited_cleanly) {
+      record->details["child_exit"] = exit_text;
+    }
+  } else {
+    Record failed = std::move(screened);
+    failed.status = Status::failed;
+    if (child.timed_out) {
+      failed.reason = fmt::format("timed out after {:g} s (isolated)", timeout_s);
+    } else {
+      failed.reason = exit_text + (WIFSIGNALED(child.wait_status) ? "" : " without a record");
+      if (const std::string line = last_line(child.err); !line.empty()) failed.reason += ": " + line;
+    }
+    record = std::move(failed);
+  }
+  record->details["isolated"] = true;
+  return *record;
+}
+
+}  // namespace
+
+std::optional<double> bandwidth_fraction(const Implementation& impl, const Record& record,
+                                         const MachineRates& rates) {
+  const double copy_gbytes_per_s = impl.runs_on_gpu() ? rates.gpu_copy_gbytes_per_s : rates.memory_gbytes_per_s;
+  const std::optional<double> gbytes_per_s = record.gbytes_per_s();
+  if (!impl.timed() || !gbytes_per_s || copy_gbytes_per_s <= 0) return std::nullopt;
+  return *gbytes_per_s / copy_gbytes_per_s;
+}
+
+double default_isolate_timeout(const MeasureSettings& measure) { return std::max(60.0, 4.0 * measure.max_time_s); }
+
+bool runs_isolated(const Implementation& impl, const RunOptions& options) {
+  if (options.child_executable.empty()) return false;
+  return options.isolate.value_or(impl.isolate_by_default());
+}
+
+int RunSummary::exit_status() const {
+  if (interrupted) return kExitInterrupted;
+  return failed_checks > 0 || failed_runs > 0 ? kExitFailed : kExitOk;
+}
+
+Record run_one(const Implementation& impl, const Case& c, const MeasureSettings& measure,
+               const RunOptions& options) {
+  Record record;
+  if (!screen(impl, c, measure, options, /*device_limit=*/true, record)) return record;
+
+  try {
+    apply_test_fault(c);
+    host_memory().reset_peaks();
+    auto prepared = impl.prepare(c);
+    prepared->configure(measure);
+    const double first_run = prepared->timed_run();  // also the first warm-up run
+    if (measure.verify) {
+      // The checker regenerates the inputs itself rather than trusting the implementation's copy.
+      record.verify = check_output(c, GeneratedInputs(c), prepared->output());
+      if (!record.verify->passed) {
+        record.status = Status::mismatch;
+        record.reason = record.verify->note;
+      }
+    }
+    if (options.timing && impl.timed() && !interrupted()) {
+      MeasureSettings rest = measure;
+      rest.warmup = std::max(0, measure.warmup - 1);
+      rest.max_time_s = std::max(0.0, measure.max_time_s - first_run);
+      record.time = faprobe::measure([&] { return prepared->timed_run(); }, rest, interrupted);
+      if (record.time->samples == 0) record.time.reset();
+    }
+    const MemoryCounters counters = prepared->device_memory().value_or(host_memory().counters());
+    record.memory.peak_bytes = counters.peak_bytes;
+    record.memory.workspace_bytes = counters.workspace_bytes;
+    record.details = prepared->details();
+    if (!impl.timed()) record.details["timed"] = false;
+  } catch (const std::bad_alloc&) {
+    record.status = Status::failed;
+    record.reason = fmt::format("out of host memory (predicted {})", format_bytes(double(record.memory.predicted_bytes)));
+  } catch (const std::exception& error) {
+    record.status = Status::failed;
+    record.reason = error.what();
+  }
+  return record;
+}
+
+Record run_pair(const Implementation& impl, const Case& c, const MeasureSettings& measure,
+                const RunOptions& options) {
+  if (!runs_isolated(impl, options)) return run_one(impl, c, measure, options);
+  Record record;
+  if (!screen(impl, c, measure, options, /*device_limit=*/false, record)) return record;
+  return run_isolated(impl, c, measure, options, std::move(record));
+}
+
+int run_isolated_child(const std::string& job_text, std::ostream& out) {
+  const Implementation* impl = nullptr;
+  Case c;
+  MeasureSettings measure;
+  RunOptions options;
+  try {
+    const nlohmann::json job = nlohmann::json::parse(job_text);
+    impl = find_implementation(job.at("impl").get<std::string>());
+    if (impl == nullptr) throw std::invalid_argument("unknown implementation " + job.at("impl").dump());
+    c = job.at("case").get<Case>();
+    const nlohmann::json& m = job.at("measure");
+    measure.warmup = m.at("warmup").get<int>();
+    measure.min_samples = m.at("min_samples").get<int>();
+    measure.max_noise_percent = m.at("max_noise_percent").get<double>();
+    measure.min_time_s = m.at("min_time_s").get<double>();
+    measure.max_time_s = m.at("max_time_s").get<double>();
+    measure.verify = m.at("verify").get<bool>();
+    measure.flush_l2 = m.at("flush_l2").get<bool>();
+    measure.threads = m.at("threads").get<int>();
+    options.timing = job.at("timing").get<bool>();
+    options.mem_limit = job.at("mem_limit").get<std::uint64_t>();
+    options.rates.gemm_gflops = job.at("rates").at("gemm_gflops").get<double>();
+    options.rates.memory_gbytes_per_s = job.at("rates").at("memory_gbytes_per_s").get<double>();
+  } catch (const std::exception& error) {
+    std::cerr << "faprobe: --isolated-child: not a job: " << error.what() << std::endl;
+    return kExitUsage;
+  }
+  if (measure.threads > 0) omp_set_num_threads(measure.threads);
+  const Record record = run_one(*impl, c, measure, options);
+  out << kRecordPrefix << nlohmann::json(record).dump() << std::endl;
+  return kExitOk;
+}
+
+void require_supported(const Plan& plan) {
+  for (const PlanPart& part : plan.parts)
+    for (const Case& c : part.cases)
+      for (const std::string& name : part.impls)
+        if (const std::string why = find_implementation(name)->supports(c); !why.empty()) {
+          throw UsageError(fmt::format("--strict: {} does not support {}: {}", name, c.label(), why));
+        }
+}
+
+RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& table_out) {
+  RunSummary summary;
+  std::set<std::string> done;
+  if (options.resume && !options.out_jsonl.empty() && std::filesystem::exists(options.out_jsonl)) {
+    for (Record& record : read_jsonl(options.out_jsonl)) {
+      if (done.insert(record.key()).second) summary.records.push_back(std::move(record));
+    }
+    summary.resumed = int(summary.records.size());
+  }
+  std::unique_ptr<JsonlWriter> jsonl;
+  if (!options.out_jsonl.empty()) jsonl = std::make_unique<JsonlWriter>(options.out_jsonl);
+
+  if (plan.measure.threads > 0) omp_set_num_threads(plan.measure.threads);
+  TableWriter table(table_out);
+  if (options.strict) require_supported(plan);  // before anything runs, so --strict fails fast
+  Progress progress(plan.size());
+  std::size_t position = 0;
+  // The documents hold every record, so rewriting them is O(records): at most once a second while the run
+  // goes on, and once at the end (JSONL is what streams each record the moment it is finished). Documents
+  // sent to stdout ("-") are written once, at the end.
+  auto last_rewrite = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  auto rewrite_documents = [&](bool final) {
+    if (!final && std::chrono::steady_clock::now() - last_rewrite < std::chrono::seconds(1)) return;
+    last_rewrite = std::chrono::steady_clock::now();
+    auto due = [final](const std::string& path) { return !path.empty() && (final || path != "-"); };
+    if (due(options.json_path)) write_json(options.json_path, options.metadata, summary.records);
+    if (due(options.csv_path)) write_csv(options.csv_path, summary.records);
+    if (due(options.md_path)) write_markdown(options.md_path, summary.records);
+  };
+
+  // Part after part; within a part, case after case, every implementation of the part on each. A pair that
+  // two parts share runs once.
+  for (const PlanPart& part : plan.parts) {
+    for (const Case& c : part.cases) {
+      for (const std::string& name : part.impls) {
+        if (interrupted()) break;
+        const Implementation& impl = *find_implementation(name);
+        if (!done.insert(record_key(name, c)).second) {
+          ++position;
+          continue;
+        }
+        progress.starting(position++, fmt::format("{} {}", name, c.label()));
+        Record record = run_pair(impl, c, plan.measure, options);
+        if (interrupted()) break;  // a case cut short is not recorded: --resume runs it again
+        // Here rather than in run_one, so that isolated children need not know the GPU's rates.
+        record.bandwidth_fraction = bandwidth_fraction(impl, record, options.rates);
+        switch (record.status) {
+          case Status::ok: break;
+          case Status::mismatch: ++summary.failed_checks; break;
+          case Status::failed: ++summary.failed_runs; break;
+          case Status::skipped: ++summary.skipped; break;
+          case Status::unsupported: ++summary.unsupported; break;
+        }
+        ++summary.ran;
+        if (jsonl) jsonl->write(record);
+        progress.clear();
+        if (record.status != Status::unsupported || options.show_unsupported) table.write(record);
+        summary.records.push_back(std::move(record));
+        rewrite_documents(/*final=*/false);
+      }
+      if (interrupted()) break;
+    }
+    if (interrupted()) break;
+  }
+  progress.clear();
+  summary.interrupted = interrupted();
+  rewrite_documents(/*final=*/true);
+  return summary;
+}
+
+}  // namespace faprobe

@@ -1,0 +1,93 @@
+// The sweep runner: every (case × implementation) of a plan, in order. For each: supports(), predicted
+// memory and time against the limits (skipped with the numbers), prepare, one run checked against the
+// float64 reference, then timed samples; a record streams to the JSONL file and the table as it finishes.
+//
+// Faults: an implementation that throws (a CUDA error, an allocation failure) gives a `failed` record with
+// the error's text and the sweep goes on. A crash, a hang or a poisoned CUDA context cannot be caught that
+// way, so a pair can run isolated (--isolate): in a child process, this same program re-executed as
+// `faprobe run --isolated-child JOB` (JOB: the implementation, the case and the measure settings as JSON),
+// which runs run_one and writes the record as one line on its stdout. The child has its own process group
+// and dies with the parent (PR_SET_PDEATHSIG). The parent screens the pair first (supports(), predictions;
+// the device's own memory limit is left to the child, so that the parent never allocates on the GPU), then
+// waits at most the isolate timeout: past it the child's process group is killed and the record is
+// `failed` "timed out after N s (isolated)"; a child killed by a signal or exiting without a record is
+// `failed` "child exited with signal 11 (SIGSEGV)" or "... with status N", plus its last stderr line.
+// On Ctrl-C the parent forwards SIGINT to the child (SIGKILL 2 s later) and records nothing for the pair.
+// Isolation is on for implementations whose isolate_by_default() is true (cuda.*) unless RunOptions says.
+#pragma once
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/axes.hpp"
+#include "harness/record.hpp"
+#include "harness/registry.hpp"
+
+namespace faprobe {
+
+struct RunOptions {
+  bool timing = true;          // false for `verify`: one run per case, checked, not timed
+  bool strict = false;         // an unsupported (implementation, case) is an error, not a record
+  bool show_unsupported = false;  // print unsupported records in the table (when impls were named)
+  std::string out_jsonl;       // streamed records ("" = none)
+  std::string json_path, csv_path, md_path;  // rewritten after every record ("" = none)
+  bool resume = false;         // skip cases already in out_jsonl
+  nlohmann::json metadata;     // for the --json header
+  MachineRates rates;          // for time predictions and each record's bandwidth_fraction
+  std::uint64_t mem_limit = 0;  // bytes per case; 0: the implementation's default_memory_limit()
+  // Isolation (see the top of this file).
+  std::optional<bool> isolate;  // --isolate / --no-isolate; nullopt: each implementation's isolate_by_default()
+  double isolate_timeout_s = 0;  // per child, from fork to record; 0: default_isolate_timeout(measure)
+  std::string child_executable;  // this program ("/proc/self/exe", set by the CLI); "": never isolate
+};
+
+// The default --isolate-timeout: max(60 s, 4 × --max-time). A child spends up to --max-time sampling, plus
+// the first run, the check against the reference, and starting CUDA; four times the budget with a minute's
+// floor covers those without letting a hung kernel hold a sweep for long.
+double default_isolate_timeout(const MeasureSettings& measure);
+
+// Whether run_plan runs this implementation's cases in a child process.
+bool runs_isolated(const Implementation& impl, const RunOptions& options);
+
+struct RunSummary {
+  std::vector<Record> records;  // including those resumed from out_jsonl
+  int ran = 0, resumed = 0, failed_checks = 0, failed_runs = 0, skipped = 0, unsupported = 0;
+  bool interrupted = false;
+  int exit_status() const;  // DESIGN.md: 0, 1 (a check or a case failed), 130 (interrupted)
+};
+
+// Runs one (implementation, case) in this process; never throws for a failing implementation (it becomes a
+// record).
+//
+// Test hook: the environment variable FAPROBE_TEST_FAULT=KIND[@SEQ_K] plants a fault in every case (or only
+// those with that seq_k) just before the implementation prepares it: `throw` throws, `crash` dies by
+// SIGSEGV, `hang` sleeps forever. tests/test_cli.cpp uses it to check the fault handling and --isolate
+// without a faulty implementation; nothing else sets it.
+Record run_one(const Implementation& impl, const Case& c, const MeasureSettings& measure,
+               const RunOptions& options);
+
+// run_one, in a child process when runs_isolated(impl, options); the parent's side of --isolate.
+Record run_pair(const Implementation& impl, const Case& c, const MeasureSettings& measure,
+                const RunOptions& options);
+
+// The child's side of --isolate: runs the pair that `job` (JSON, written by run_pair) describes with
+// run_one and writes its record to `out` as one line, "faprobe-record <JSON>". Returns the exit status (2
+// for a job that does not parse).
+int run_isolated_child(const std::string& job, std::ostream& out);
+
+// The record's gbytes_per_s over the copy bandwidth of the device it ran on: the GPU's for implementations
+// that run there, the host's otherwise; nullopt when it was not timed (verify, emulated) or that bandwidth
+// is unknown (0). run_plan sets each record's bandwidth_fraction with it.
+std::optional<double> bandwidth_fraction(const Implementation& impl, const Record& record,
+                                         const MachineRates& rates);
+
+// --strict: throws UsageError naming the first (implementation, case) of the plan that is unsupported.
+void require_supported(const Plan& plan);
+
+RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& table);
+
+}  // namespace faprobe

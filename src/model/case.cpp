@@ -1,0 +1,178 @@
+#include "model/case.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "model/errors.hpp"
+
+namespace faprobe {
+
+std::string_view to_string(Mask mask) { return mask == Mask::causal ? "causal" : "none"; }
+std::string_view to_string(Mode mode) { return mode == Mode::decode ? "decode" : "prefill"; }
+
+Mask parse_mask(std::string_view text, std::string_view what) {
+  if (text == "none") return Mask::none;
+  if (text == "causal") return Mask::causal;
+  throw UsageError(fmt::format("{}: unknown mask '{}' (allowed: none, causal)", what, text));
+}
+
+Mode parse_mode(std::string_view text, std::string_view what) {
+  if (text == "prefill") return Mode::prefill;
+  if (text == "decode") return Mode::decode;
+  throw UsageError(fmt::format("{}: unknown mode '{}' (allowed: prefill, decode)", what, text));
+}
+
+void Case::validate() const {
+  auto positive = [](std::int64_t value, std::string_view name) {
+    if (value <= 0) throw UsageError(fmt::format("--{} must be at least 1, got {}", name, value));
+  };
+  positive(batch, "batch");
+  positive(heads, "heads");
+  positive(kv_heads, "kv-heads");
+  positive(seq_q, "seq-q");
+  positive(seq_k, "seq");
+  positive(head_dim, "head-dim");
+  if (heads % kv_heads != 0) {
+    throw UsageError(fmt::format("--kv-heads {} does not divide --heads {} (heads % kv_heads must be 0)",
+                                 kv_heads, heads));
+  }
+  if (mode == Mode::decode && seq_q != 1) {
+    throw UsageError(fmt::format("--mode decode has one query row per sequence, got --seq-q {}", seq_q));
+  }
+  if (page_size != 0 && (page_size < kMinPageSize || page_size > kMaxPageSize || (page_size & (page_size - 1)) != 0)) {
+    throw UsageError(fmt::format("--page-size must be 0 (contiguous) or a power of two from {} to {}, got {}",
+                                 kMinPageSize, kMaxPageSize, page_size));
+  }
+  if (splits < 0 || splits > kMaxSplits) {
+    throw UsageError(fmt::format("--splits must be 0 (the implementation's heuristic) or 1 to {}, got {}", kMaxSplits,
+                                 splits));
+  }
+  if (!seqlens.empty()) {
+    if (mode != Mode::decode) {
+      throw UsageError("--seqlens gives each batch entry of a decode case its own key length: it needs --mode decode");
+    }
+    for (std::int64_t length : seqlens) {
+      if (length <= 0) throw UsageError(fmt::format("--seqlens: every length must be at least 1, got {}", length));
+    }
+    if (std::int64_t(seqlens.size()) != batch || *std::max_element(seqlens.begin(), seqlens.end()) != seq_k) {
+      throw UsageError(fmt::format("--seqlens has {} lengths (longest {}) but the case has batch {} and seq {}",
+                                   seqlens.size(), *std::max_element(seqlens.begin(), seqlens.end()), batch, seq_k));
+    }
+  }
+  // Paged and variable-length layouts index key rows with 32-bit block tables and offsets, as
+  // flash-attention's and vLLM's do.
+  if ((paged() || varlen()) && double(total_keys()) + double(batch) * double(kMaxPageSize) > 2147483647.0) {
+    throw UsageError(fmt::format("case {} has more key rows than a paged or variable-length layout indexes (2^31)",
+                                 label()));
+  }
+  // Element counts must fit comfortably in 63 bits and in size_t byte counts.
+  const double largest = std::max(double(batch) * double(seq_q) * double(heads) * double(head_dim),
+                                  double(batch) * double(seq_k) * double(kv_heads) * double(head_dim));
+  if (largest > 4.0e18 / 8.0) throw UsageError(fmt::format("case {} is too large to index", label()));
+}
+
+double Case::scale() const { return 1.0 / std::sqrt(double(head_dim)); }
+
+std::int64_t Case::total_keys() const {
+  if (seqlens.empty()) return batch * seq_k;
+  std::int64_t total = 0;
+  for (std::int64_t length : seqlens) total += length;
+  return total;
+}
+
+std::int64_t Case::visible_keys(std::int64_t row) const { return visible_keys(0, row); }
+
+std::int64_t Case::visible_keys(std::int64_t b, std::int64_t row) const {
+  const std::int64_t keys = seq_k_of(b);
+  if (!causal()) return keys;
+  return std::clamp<std::int64_t>(row + keys - seq_q + 1, 0, keys);
+}
+
+namespace {
+// Mean over seq_q rows of the keys each sees: seq_k, or under the causal mask clamp(i + seq_k - seq_q + 1).
+double mean_visible_keys(std::int64_t seq_q, std::int64_t seq_k, bool causal) {
+  if (!causal) return double(seq_k);
+  // Sum of clamp(i + seq_k - seq_q + 1, 0, seq_k) over rows i, in closed form per segment.
+  const std::int64_t offset = seq_k - seq_q + 1;
+  double total = 0;
+  const std::int64_t first_visible = std::max<std::int64_t>(0, -offset + 1);      // first row with >=1 key
+  const std::int64_t ramp_end = std::clamp<std::int64_t>(seq_k - offset, first_visible, seq_q);
+  // rows in [first_visible, ramp_end) see row + offset keys; rows in [ramp_end, seq_q) see seq_k.
+  const double n_ramp = double(ramp_end - first_visible);
+  total += n_ramp * double(offset) + (double(first_visible + ramp_end - 1) * n_ramp) / 2.0;
+  total += double(seq_q - ramp_end) * double(seq_k);
+  return total / double(seq_q);
+}
+}  // namespace
+
+double Case::avg_keys() const {
+  if (seqlens.empty()) return mean_visible_keys(seq_q, seq_k, causal());
+  double total = 0;
+  for (std::int64_t length : seqlens) total += mean_visible_keys(seq_q, length, causal());
+  return total / double(seqlens.size());
+}
+
+double Case::flops() const {
+  return 4.0 * double(batch) * double(heads) * double(seq_q) * avg_keys() * double(head_dim);
+}
+
+double Case::min_bytes() const {
+  return double(dtype_bytes(dtype)) * (double(q_elements()) + 2.0 * double(kv_elements())) +
+         double(dtype_bytes(output_dtype(dtype))) * double(q_elements());
+}
+
+std::string Case::label() const {
+  std::string heads_text = kv_heads == heads ? fmt::format("h{}", heads) : fmt::format("h{}:{}", heads, kv_heads);
+  std::string seq_text =
+      seq_q == seq_k ? fmt::format("s{}", seq_k) : fmt::format("q{} k{}", seq_q, seq_k);
+  if (varlen()) {  // the lengths themselves, the first few of a long list
+    constexpr std::size_t kShown = 4;
+    std::string lengths;
+    for (std::size_t i = 0; i < std::min(seqlens.size(), kShown); ++i) lengths += (i ? "," : "") + std::to_string(seqlens[i]);
+    if (seqlens.size() > kShown) lengths += fmt::format(",...({})", seqlens.size());
+    seq_text = fmt::format("q{} k[{}]", seq_q, lengths);
+  }
+  return fmt::format("b{} {} {} d{} {}{}{}{}{}", batch, heads_text, seq_text, head_dim, to_string(dtype),
+                     causal() ? " causal" : "", mode == Mode::decode ? " decode" : "",
+                     paged() ? fmt::format(" page{}", page_size) : "", splits != 0 ? fmt::format(" splits{}", splits) : "");
+}
+
+std::string kv_layout_support(const Case& c, KvLayouts layouts) {
+  if (c.paged() && !layouts.paged) return "contiguous K/V only (no paged KV cache: --page-size 0)";
+  if (c.varlen() && !layouts.varlen) return "equal key lengths only (no --seqlens)";
+  return "";
+}
+
+std::string Case::key() const { return nlohmann::json(*this).dump(); }
+
+void to_json(nlohmann::json& out, const Case& c) {
+  out = nlohmann::json{{"batch", c.batch},       {"heads", c.heads},
+                       {"kv_heads", c.kv_heads}, {"seq_q", c.seq_q},
+                       {"seq_k", c.seq_k},       {"head_dim", c.head_dim},
+                       {"dtype", to_string(c.dtype)}, {"mask", to_string(c.mask)},
+                       {"mode", to_string(c.mode)},   {"seed", c.seed}};
+  // Written only when set, so that a contiguous, equal-length case keeps the key it always had (--resume).
+  if (c.page_size != 0) out["page_size"] = c.page_size;
+  if (!c.seqlens.empty()) out["seqlens"] = c.seqlens;
+  if (c.splits != 0) out["splits"] = c.splits;
+}
+
+void from_json(const nlohmann::json& in, Case& c) {
+  c.batch = in.at("batch").get<std::int64_t>();
+  c.heads = in.at("heads").get<std::int64_t>();
+  c.kv_heads = in.at("kv_heads").get<std::int64_t>();
+  c.seq_q = in.at("seq_q").get<std::int64_t>();
+  c.seq_k = in.at("seq_k").get<std::int64_t>();
+  c.head_dim = in.at("head_dim").get<std::int64_t>();
+  c.dtype = parse_dtype(in.at("dtype").get<std::string>(), "case.dtype");
+  c.mask = parse_mask(in.at("mask").get<std::string>(), "case.mask");
+  c.mode = parse_mode(in.at("mode").get<std::string>(), "case.mode");
+  c.seed = in.value("seed", std::uint64_t{0});
+  c.page_size = in.value("page_size", std::int64_t{0});
+  c.seqlens = in.value("seqlens", std::vector<std::int64_t>{});
+  c.splits = in.value("splits", std::int64_t{0});
+}
+
+}  // namespace faprobe

@@ -1,0 +1,117 @@
+#include "model/tensor.hpp"
+
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+#include "model/fp8.hpp"
+
+namespace faprobe {
+namespace {
+
+// How a HostTensor stores a float: the CPU storage types by their own conversion, fp8_e4m3 as the e4m3 code of
+// value / fp8_input_scale.
+template <class T> struct StoredAs {
+  using Storage = T;
+  static T from_float(float value) { return static_cast<T>(value); }
+  static float to_float(T stored) { return static_cast<float>(stored); }
+};
+struct StoredAsE4m3 {
+  using Storage = std::uint8_t;
+  static std::uint8_t from_float(float value) { return quantize_e4m3(value, fp8_input_scale); }
+  static float to_float(std::uint8_t code) { return dequantize_e4m3(code, fp8_input_scale); }
+};
+
+// Calls fn(StoredAs...{}) for dtype: dispatch_storage's types, plus fp8_e4m3's codes.
+template <class Fn> decltype(auto) dispatch_element(DType dtype, Fn&& fn) {
+  if (dtype == DType::fp8_e4m3) return fn(StoredAsE4m3{});
+  return dispatch_storage(dtype, [&](auto tag) { return fn(StoredAs<decltype(tag)>{}); });
+}
+
+}  // namespace
+
+HostTensor::HostTensor(DType dtype, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                       std::int64_t head_dim)
+    : dtype_(dtype), batch_(batch), seq_(seq), heads_(heads), head_dim_(head_dim),
+      storage_(std::size_t(batch * seq * heads * head_dim) * dtype_bytes(dtype), AllocKind::tensor) {}
+
+float HostTensor::get(std::int64_t index) const {
+  return dispatch_element(dtype_, [&](auto element) {
+    using E = decltype(element);
+    return E::to_float(data<typename E::Storage>()[index]);
+  });
+}
+
+void HostTensor::set(std::int64_t index, float value) {
+  dispatch_element(dtype_, [&](auto element) {
+    using E = decltype(element);
+    data<typename E::Storage>()[index] = E::from_float(value);
+  });
+}
+
+std::vector<double> HostTensor::row(std::int64_t b, std::int64_t s, std::int64_t h) const {
+  std::vector<double> values(static_cast<std::size_t>(head_dim_));
+  const std::int64_t base = offset(b, s, h);
+  dispatch_element(dtype_, [&](auto element) {
+    using E = decltype(element);
+    const auto* source = data<typename E::Storage>() + base;
+    for (std::int64_t c = 0; c < head_dim_; ++c) values[std::size_t(c)] = double(E::to_float(source[c]));
+  });
+  return values;
+}
+
+void fill_input(HostTensor& tensor, std::uint64_t seed, TensorId id) {
+  const std::uint64_t key = tensor_key(seed, id);
+  const std::int64_t count = tensor.elements();
+  dispatch_element(tensor.dtype(), [&](auto element) {
+    using E = decltype(element);
+    auto* out = tensor.data<typename E::Storage>();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < count; ++i) out[i] = E::from_float(input_value(key, std::uint64_t(i)));
+  });
+}
+
+void fill_kv_input(HostTensor& tensor, const KvLayout& layout, std::uint64_t seed, TensorId id) {
+  if (!layout.paged()) {
+    fill_input(tensor, seed, id);
+    return;
+  }
+  const std::uint64_t key = tensor_key(seed, id);
+  const KvLayout::PageContents pages = layout.page_contents();
+  const std::int64_t width = tensor.row_stride();
+  dispatch_element(tensor.dtype(), [&](auto element) {
+    using E = decltype(element);
+    auto* out = tensor.data<typename E::Storage>();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t row = 0; row < layout.rows; ++row) {
+      const std::size_t page = std::size_t(row / layout.page_size);
+      const std::int64_t in_page = row % layout.page_size;
+      const std::int64_t source = pages.first_row[page] + in_page;
+      for (std::int64_t e = 0; e < width; ++e) {
+        out[row * width + e] = in_page >= pages.valid_rows[page]
+                                   ? E::from_float(std::numeric_limits<float>::quiet_NaN())
+                                   : E::from_float(input_value(key, std::uint64_t(source * width + e)));
+      }
+    }
+  });
+}
+
+AttentionInputs make_inputs(const Case& c) {
+  KvLayout layout = make_kv_layout(c);
+  // Equal lengths, contiguous: the (batch, seq_k) shape the prefill kernels index; otherwise storage rows.
+  const bool plain = !c.paged() && !c.varlen();
+  const std::int64_t kv_batch = plain ? c.batch : 1, kv_rows = plain ? c.seq_k : layout.rows;
+  AttentionInputs inputs{HostTensor(c.dtype, c.batch, c.seq_q, c.heads, c.head_dim),
+                         HostTensor(c.dtype, kv_batch, kv_rows, c.kv_heads, c.head_dim),
+                         HostTensor(c.dtype, kv_batch, kv_rows, c.kv_heads, c.head_dim), std::move(layout)};
+  fill_input(inputs.q, c.seed, TensorId::q);
+  fill_kv_input(inputs.k, inputs.layout, c.seed, TensorId::k);
+  fill_kv_input(inputs.v, inputs.layout, c.seed, TensorId::v);
+  return inputs;
+}
+
+HostTensor make_output(const Case& c) {
+  return HostTensor(output_dtype(c.dtype), c.batch, c.seq_q, c.heads, c.head_dim);
+}
+
+}  // namespace faprobe

@@ -1,0 +1,153 @@
+// The include layers of DESIGN.md ("The pieces"): includes run one way, cli → harness → kernels,
+// reference → model, and Eigen comes in through src/model/eigen.hpp only (it holds the one pragma that
+// the AVX-512 build needs). The checker reads every source file's quoted and angle includes; a planted
+// tree shows that it catches each kind of wrong include.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+enum class Layer { model, reference, kernels, harness, cli, tests, generated, other };
+
+const char* name(Layer layer) {
+  switch (layer) {
+    case Layer::model: return "model";
+    case Layer::reference: return "reference";
+    case Layer::kernels: return "kernels";
+    case Layer::harness: return "harness";
+    case Layer::cli: return "cli";
+    case Layer::tests: return "tests";
+    case Layer::generated: return "generated";
+    case Layer::other: return "other";
+  }
+  return "?";
+}
+
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+
+// The layer of a file, from its path relative to the source root.
+Layer layer_of_file(const std::string& path) {
+  if (starts_with(path, "src/model/")) return Layer::model;
+  if (starts_with(path, "src/harness/")) return Layer::harness;
+  if (starts_with(path, "src/cli/")) return Layer::cli;
+  if (starts_with(path, "reference/")) return Layer::reference;
+  if (starts_with(path, "kernels/")) return Layer::kernels;
+  if (starts_with(path, "tests/")) return Layer::tests;
+  return Layer::other;
+}
+
+// The layer a quoted include names (include paths: src/, the root, kernels/); a name without a folder is
+// a file beside the includer (wgmma_ptx.inc, a test's support header), or the generated config header.
+Layer layer_of_include(const std::string& target, Layer includer) {
+  if (target == "default_config.hpp") return Layer::generated;
+  if (starts_with(target, "model/")) return Layer::model;
+  if (starts_with(target, "harness/")) return Layer::harness;
+  if (starts_with(target, "cli/")) return Layer::cli;
+  if (starts_with(target, "reference/")) return Layer::reference;
+  if (starts_with(target, "cpu/") || starts_with(target, "cuda/")) return Layer::kernels;
+  return includer;
+}
+
+bool allowed(Layer from, Layer to) {
+  if (from == to) return true;
+  switch (from) {
+    case Layer::model: return false;
+    case Layer::reference: return to == Layer::model;
+    case Layer::kernels: return to == Layer::model;
+    case Layer::harness:
+      return to == Layer::model || to == Layer::reference || to == Layer::kernels || to == Layer::generated;
+    case Layer::cli: return to != Layer::tests;
+    default: return true;
+  }
+}
+
+// Every include under `root` that breaks a rule, as "path:line: what".
+std::vector<std::string> layer_violations(const fs::path& root) {
+  static const std::regex include(R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])");
+  std::vector<std::string> found;
+  for (const char* top : {"src", "reference", "kernels", "tests"}) {
+    if (!fs::exists(root / top)) continue;
+    for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
+      static const std::vector<std::string> kSources = {".hpp", ".cpp", ".cuh", ".cu", ".inc", ".h"};
+      const std::string extension = entry.path().extension().string();
+      if (!entry.is_regular_file() || std::find(kSources.begin(), kSources.end(), extension) == kSources.end()) continue;
+      const std::string path = fs::relative(entry.path(), root).generic_string();
+      const Layer from = layer_of_file(path);
+      std::ifstream file(entry.path());
+      int line_number = 0;
+      for (std::string line; std::getline(file, line);) {
+        ++line_number;
+        std::smatch match;
+        if (!std::regex_search(line, match, include)) continue;
+        const std::string target = match[2];
+        const std::string where = path + ":" + std::to_string(line_number) + ": ";
+        if (match[1] == "<") {
+          if (starts_with(target, "Eigen/") && path != "src/model/eigen.hpp") {
+            found.push_back(where + "includes <" + target + ">; include \"model/eigen.hpp\" instead");
+          }
+          continue;
+        }
+        const Layer to = layer_of_include(target, from);
+        if (!allowed(from, to)) {
+          found.push_back(where + name(from) + " includes " + name(to) + " (\"" + target + "\")");
+        }
+      }
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  return text;
+}
+
+TEST(Layers, EveryIncludeOfTheProjectRunsOneWay) {
+  const std::vector<std::string> found = layer_violations(FAPROBE_SOURCE_DIR);
+  EXPECT_TRUE(found.empty()) << joined(found);
+}
+
+TEST(Layers, APlantedTreeWithWrongIncludesIsCaught) {
+  const fs::path root = fs::temp_directory_path() / ("faprobe-layers-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto write = [&](const std::string& path, const std::string& text) {
+    fs::create_directories((root / path).parent_path());
+    std::ofstream(root / path) << text;
+  };
+  // Allowed: each layer including itself and what is below it.
+  write("src/model/case.hpp", "#include <vector>\n#include \"model/dtype.hpp\"\n");
+  write("src/model/eigen.hpp", "#include <Eigen/Core>\n");
+  write("reference/check.hpp", "#include \"model/case.hpp\"\n");
+  write("kernels/cpu/tiled.cpp", "#include \"cpu/common.hpp\"\n#include \"model/eigen.hpp\"\n");
+  write("src/harness/runner.cpp", "#include \"reference/check.hpp\"\n#include \"cpu/factories.hpp\"\n"
+                                  "#include \"default_config.hpp\"\n");
+  write("src/cli/main.cpp", "#include \"harness/runner.hpp\"\n#include \"cuda/runtime/gpu.hpp\"\n");
+  EXPECT_TRUE(layer_violations(root).empty()) << joined(layer_violations(root));
+
+  // Planted: an include that climbs, one that skips sideways, and Eigen outside its header.
+  write("src/model/tensor.hpp", "#include \"model/case.hpp\"\n  #  include \"harness/registry.hpp\"\n");
+  write("kernels/cuda/fa2.cpp", "#include \"reference/check.hpp\"\n");
+  write("reference/reference.hpp", "#include <Eigen/Dense>\n");
+  write("src/harness/axes.cpp", "#include \"cli/options.hpp\"\n");
+  const std::vector<std::string> found = layer_violations(root);
+  fs::remove_all(root);
+  ASSERT_EQ(found.size(), 4u) << joined(found);
+  EXPECT_EQ(found[0], "kernels/cuda/fa2.cpp:1: kernels includes reference (\"reference/check.hpp\")");
+  EXPECT_EQ(found[1], "reference/reference.hpp:1: includes <Eigen/Dense>; include \"model/eigen.hpp\" instead");
+  EXPECT_EQ(found[2], "src/harness/axes.cpp:1: harness includes cli (\"cli/options.hpp\")");
+  EXPECT_EQ(found[3], "src/model/tensor.hpp:2: model includes harness (\"harness/registry.hpp\")");
+}
+
+}  // namespace
