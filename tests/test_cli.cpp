@@ -19,58 +19,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_support.hpp"
 #include "harness/npy.hpp"
 #include "harness/writers.hpp"
 
-namespace fs = std::filesystem;
-
 namespace faprobe {
 namespace {
-
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string read_file(const fs::path& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    directory_ = fs::temp_directory_path() /
-                 ("faprobe-cli-" + std::to_string(::getpid()) + "-" +
-                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(directory_);
-    fs::create_directories(directory_);
-  }
-  void TearDown() override { fs::remove_all(directory_); }
-
-  fs::path path(const std::string& name) const { return directory_ / name; }
-
-  // Runs `ENV faprobe ARGS` in the test's directory through the shell; captures stdout and stderr.
-  Result faprobe(const std::string& args, const std::string& env = "") const {
-    const std::string command =
-        "cd '" + directory_.string() + "' && " + env + " '" FAPROBE_BINARY "' " + args + " >stdout.txt 2>stderr.txt";
-    const int raw = std::system(command.c_str());
-    Result result;
-    result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    result.out = read_file(path("stdout.txt"));
-    result.err = read_file(path("stderr.txt"));
-    return result;
-  }
-
-  fs::path write(const std::string& name, const std::string& text) const {
-    std::ofstream(path(name)) << text;
-    return path(name);
-  }
-
-  fs::path directory_;
-};
 
 constexpr const char* kTinyConfig = R"({"impl": "cpu.naive,cpu.tiled", "seq": "17,64", "heads": 2,
   "head_dim": 16, "mask": "causal", "min_samples": 2, "min_time": 0, "max_noise": 100, "max_time": 1, "warmup": 0})";

@@ -1,0 +1,64 @@
+// The command line's test fixture: each test gets its own directory and runs the faprobe binary there
+// through the shell, its stdout and stderr captured (tests/test_cli*.cpp).
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace faprobe {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+inline std::string read_file(const fs::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    directory_ = fs::temp_directory_path() /
+                 ("faprobe-cli-" + std::to_string(::getpid()) + "-" +
+                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(directory_);
+    fs::create_directories(directory_);
+  }
+  void TearDown() override { fs::remove_all(directory_); }
+
+  fs::path path(const std::string& name) const { return directory_ / name; }
+
+  // Runs `ENV faprobe ARGS` in the test's directory through the shell; captures stdout and stderr.
+  Result faprobe(const std::string& args, const std::string& env = "") const {
+    const std::string command =
+        "cd '" + directory_.string() + "' && " + env + " '" FAPROBE_BINARY "' " + args + " >stdout.txt 2>stderr.txt";
+    const int raw = std::system(command.c_str());
+    Result result;
+    result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    result.out = read_file(path("stdout.txt"));
+    result.err = read_file(path("stderr.txt"));
+    return result;
+  }
+
+  fs::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+    return path(name);
+  }
+
+  fs::path directory_;
+};
+
+}  // namespace faprobe
