@@ -36,6 +36,13 @@ void from_json(const nlohmann::json& in, VerifyResult& result) {
   result.note = in.value("note", std::string());
 }
 
+namespace {
+// max that keeps a NaN: std::max(x, NaN) is x, which would let a NaN difference vanish from a maximum.
+void keep_max(double& maximum, double value) {
+  if (std::isnan(value) || value > maximum) maximum = value;
+}
+}  // namespace
+
 CheckPlan plan_check(const Case& c, const CheckLimits& limits) {
   CheckPlan plan;
   const double macs = double(c.batch) * double(c.heads) * double(c.seq_q) * c.avg_keys() * double(c.head_dim);
@@ -86,7 +93,7 @@ VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTe
   const CheckPlan plan = plan_check(c, limits);
   VerifyResult result;
   double plain_error = 0.0;
-  std::string worst_at, non_finite_at;
+  std::string worst_at, non_finite_at, non_finite_reference_at;
 
   // Heads that share a KV head share one HeadReference (loading K and V dominates the cost).
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::int64_t>> by_kv_head;
@@ -99,7 +106,9 @@ VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTe
       // Rows are independent: check them in parallel, then reduce the maxima in order.
       const std::size_t n_rows = plan.rows.size();
       std::vector<double> abs_diff(n_rows), rel_diff(n_rows), plain(n_rows);
-      std::vector<char> not_finite(n_rows, 0);
+      // The first non-finite element of each row: in the output (col), or in the reference (col), which
+      // only inputs holding NaN or Inf (files given to verify) can produce. -1: none.
+      std::vector<std::int64_t> bad_output_col(n_rows, -1), bad_reference_col(n_rows, -1);
 #pragma omp parallel for schedule(dynamic)
       for (std::size_t i = 0; i < n_rows; ++i) {
         const std::int64_t row = plan.rows[i];
@@ -108,29 +117,39 @@ VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTe
         const std::int64_t base = output.offset(b, row, h);
         for (std::int64_t col = 0; col < c.head_dim; ++col) {
           const double got = double(output.get(base + col));
-          if (!std::isfinite(got)) not_finite[i] = 1;
+          if (!std::isfinite(got) && bad_output_col[i] < 0) bad_output_col[i] = col;
+          if (!std::isfinite(expected(col)) && bad_reference_col[i] < 0) bad_reference_col[i] = col;
           const double diff = std::abs(got - expected(col));
-          abs_diff[i] = std::max(abs_diff[i], diff);
-          rel_diff[i] = std::max(rel_diff[i], diff / std::max(std::abs(expected(col)), 1e-3));
-          plain[i] = std::max(plain[i], std::abs(plain_row(col) - expected(col)));
+          keep_max(abs_diff[i], diff);
+          keep_max(rel_diff[i], diff / std::max(std::abs(expected(col)), 1e-3));
+          keep_max(plain[i], std::abs(plain_row(col) - expected(col)));
         }
       }
       for (std::size_t i = 0; i < n_rows; ++i) {
         const std::string where = fmt::format("batch {} head {} row {}", b, h, plan.rows[i]);
-        if (not_finite[i] && non_finite_at.empty()) non_finite_at = where;
-        if (abs_diff[i] > result.max_abs_diff) worst_at = where;
-        result.max_abs_diff = std::max(result.max_abs_diff, abs_diff[i]);
-        result.max_rel_diff = std::max(result.max_rel_diff, rel_diff[i]);
-        plain_error = std::max(plain_error, plain[i]);
+        if (bad_output_col[i] >= 0 && non_finite_at.empty()) {
+          non_finite_at = fmt::format("non-finite output at {} col {}", where, bad_output_col[i]);
+        }
+        if (bad_reference_col[i] >= 0 && non_finite_reference_at.empty()) {
+          non_finite_reference_at = fmt::format("non-finite reference at {} col {} (an input holds NaN or Inf)",
+                                                where, bad_reference_col[i]);
+        }
+        if (!(abs_diff[i] <= result.max_abs_diff)) worst_at = where;
+        keep_max(result.max_abs_diff, abs_diff[i]);
+        keep_max(result.max_rel_diff, rel_diff[i]);
+        keep_max(plain_error, plain[i]);
       }
     }
   }
   result.rows_checked = std::int64_t(plan.rows.size() * plan.heads.size());
   result.heads_checked = std::int64_t(plan.heads.size());
   result.tolerance = 2.0 * plain_error + tolerance_floor(c.dtype);
-  result.passed = non_finite_at.empty() && result.max_abs_diff <= result.tolerance;
-  if (!non_finite_at.empty()) {
-    result.note = "non-finite output at " + non_finite_at;
+  // NaN compares false, so `max_abs_diff <= tolerance` also fails when a NaN reached either of them.
+  result.passed = non_finite_at.empty() && non_finite_reference_at.empty() && result.max_abs_diff <= result.tolerance;
+  if (!non_finite_reference_at.empty()) {
+    result.note = non_finite_reference_at;
+  } else if (!non_finite_at.empty()) {
+    result.note = non_finite_at;
   } else if (!result.passed) {
     result.note = fmt::format("max_abs_diff {:.3g} > tolerance {:.3g} at {}", result.max_abs_diff,
                               result.tolerance, worst_at);

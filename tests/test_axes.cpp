@@ -1,11 +1,12 @@
 // Axes and configs: expansion into cases, flags overriding configs, and errors naming file, key, line.
-#include <fstream>
-
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
 #include "harness/axes.hpp"
+#include "harness/progress.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe {
@@ -107,6 +108,66 @@ TEST(Axes, ErrorsNameTheFileKeyAndPosition) {
   EXPECT_NE(plan_error("seq", "512..64").find("empty"), std::string::npos);
   EXPECT_NE(plan_error("verify", "maybe").find("not a boolean"), std::string::npos);
   EXPECT_NE(plan_error("mem_limit", "lots").find("not a size"), std::string::npos);
+}
+
+// A config that gives a setting twice is refused, whichever way the key is spelled, in parts too.
+TEST(Axes, DuplicateKeysAreAnErrorNamingTheKey) {
+  EXPECT_NE(usage_error([] { SettingsSource().load_config_text(R"({"seq": 64, "seq": 128})", "dup.json"); })
+                .find("dup.json: duplicate key \"seq\""),
+            std::string::npos);
+  EXPECT_NE(usage_error([] { SettingsSource().load_config_text(R"({"seq_q": 3, "seq-q": 4})", "dup.json"); })
+                .find("duplicate key \"seq-q\" (the same setting as \"seq_q\")"),
+            std::string::npos);
+  EXPECT_NE(usage_error([] {
+              SettingsSource().load_config_text(R"({"parts": [{"heads": 2}, {"heads": 2, "heads": 4}]})", "p.json");
+            }).find("duplicate key \"heads\""),
+            std::string::npos);
+  // The same key in two objects is not a duplicate.
+  SettingsSource fine;
+  fine.load_config_text(R"({"heads": 2, "parts": [{"heads": 4}, {"heads": 8}]})", "ok.json");
+  EXPECT_EQ(make_plan(fine).parts.size(), 2u);
+}
+
+// A plan whose size is absurd is refused with its size and the flags that make it, before a case is made.
+TEST(Axes, AbsurdPlansAreRefusedWithTheirSizeAndTheirAxes) {
+  SettingsSource source;
+  source.set("seq", "1..60000:+1", "--seq");
+  source.set("heads", "1..64:+1", "--heads");
+  const auto start = std::chrono::steady_clock::now();
+  const std::string message = usage_error([&] { make_plan(source); });
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  EXPECT_NE(message.find("the plan has "), std::string::npos) << message;
+  EXPECT_NE(message.find("at most 1000000: --seq (60000 values) × --heads (64 values) × "), std::string::npos)
+      << message;
+  // The limit is the plan's, in pairs: a small limit refuses a small product.
+  SettingsSource small;
+  small.set("impl", "cpu.naive,cpu.tiled", "--impl");
+  small.set("seq", "1..6:+1", "--seq");
+  EXPECT_EQ(make_plan(small, PlanLimits{12}).size(), 12u);
+  EXPECT_NE(usage_error([&] { make_plan(small, PlanLimits{11}); }).find("12 (implementation, case) pairs"),
+            std::string::npos);
+}
+
+// A flag that changes no case is noted: --seq-q when every case is a decode case; not when one is prefill.
+TEST(Axes, SeqQWithOnlyDecodeCasesIsNoted) {
+  SettingsSource decode;
+  decode.set("mode", "decode", "--mode");
+  decode.set("seq_q", "17", "--seq-q");
+  const Plan plan = make_plan(decode);
+  ASSERT_EQ(plan.notes.size(), 1u);
+  EXPECT_EQ(plan.notes[0], "--seq-q has no effect: a decode case has one query row");
+  decode.set("mode", "prefill,decode", "--mode");
+  EXPECT_TRUE(make_plan(decode).notes.empty());
+}
+
+// Ctrl-C during the expansion of a plan stops it at once.
+TEST(Axes, AnInterruptStopsThePlanExpansion) {
+  SettingsSource source;
+  source.set("seq", "1..1000:+1", "--seq");
+  request_interrupt();
+  EXPECT_THROW(make_plan(source), Interrupted);
+  clear_interrupt();
+  EXPECT_EQ(make_plan(source).cases.size(), 1000u);
 }
 
 TEST(Axes, ShippedConfigsParse) {

@@ -122,6 +122,40 @@ TEST(Check, NanAndRowsThatShouldBeZeroAreCaught) {
   EXPECT_NE(result.note.find("non-finite"), std::string::npos);
 }
 
+// Inputs with one NaN in K: the float64 reference itself is NaN in every row that sees that key. A check
+// must fail there even when the output is "right" (std::max(x, NaN) is x: a NaN difference must not
+// vanish from max_abs_diff, nor a NaN row from the tolerance).
+class OneNanKey final : public InputSource {
+ public:
+  explicit OneNanKey(const Case& c) : generated_(c) {}
+  void row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const override {
+    generated_.row(id, b, s, h, out);
+    if (id == TensorId::k && b == 1 && s == 7) out[2] = std::numeric_limits<double>::quiet_NaN();
+  }
+
+ private:
+  GeneratedInputs generated_;
+};
+
+TEST(Check, ANonFiniteReferenceIsNeverDroppedByAMaximum) {
+  const Case c = small_case(DType::fp32);
+  const HostTensor out = reference_output(c);  // the output of clean inputs, finite everywhere
+  const VerifyResult result = check_output(c, OneNanKey(c), out);
+  EXPECT_FALSE(result.passed);
+  EXPECT_NE(result.note.find("non-finite reference at batch 1"), std::string::npos) << result.note;
+  EXPECT_NE(result.note.find("an input holds NaN or Inf"), std::string::npos) << result.note;
+  EXPECT_TRUE(std::isnan(result.max_abs_diff)) << result.max_abs_diff;
+}
+
+TEST(Check, TheFirstNonFiniteOutputElementIsNamed) {
+  const Case c = small_case(DType::fp32);
+  HostTensor out = reference_output(c);
+  out.set(out.offset(0, 5, 2) + 9, std::numeric_limits<float>::infinity());
+  const VerifyResult result = check_output(c, GeneratedInputs(c), out);
+  EXPECT_FALSE(result.passed);
+  EXPECT_EQ(result.note, "non-finite output at batch 0 head 2 row 5 col 9");
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // fp8_e4m3: the plain computation is FlashAttention-3's FP8 forward (plain_fp8_row); the output is bf16.
 

@@ -3,6 +3,7 @@
 // list's devices and backend table, and faults with and without --isolate (planted through the
 // FAPROBE_TEST_FAULT hook of src/harness/runner.hpp).
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -164,6 +165,9 @@ TEST_F(Cli, ListShowsDevicesAndTheBackendTableWithReasons) {
 TEST_F(Cli, BadInputIsOneLineAndExitStatusTwo) {
   write("broken.json", "{\n  \"seq\": 512,\n  \"heads\": ,\n}");
   write("unknown.json", R"({"sequence": 512})");
+  write("dup.json", R"({"seq": 64, "seq_q": 3, "seq-q": 4})");
+  // A FIFO nobody writes: opening it for reading would block the run forever (no writer ever comes).
+  ASSERT_EQ(::mkfifo(path("fifo.json").c_str(), 0600), 0);
   const std::pair<std::string, std::string> cases[] = {
       {"sweep --impl cpu.fast", "unknown implementation 'cpu.fast'"},
       {"sweep --head-dim 0", "--head-dim"},
@@ -183,6 +187,17 @@ TEST_F(Cli, BadInputIsOneLineAndExitStatusTwo) {
       {"run --isolated-child not-a-job", "not a job"},
       {"verify --q q.npy --k k.npy --v v.npy --o o.npy", "--q q.npy"},
       {"", "subcommand"},
+      {"frobnicate --seq 4", "unknown subcommand 'frobnicate' (allowed: list, sweep, verify, run, calibrate, probes)"},
+      {"calibrate --time nan", "--time: 'nan' is not a number"},
+      {"calibrate --time 0", "--time: 0 is outside"},
+      {"probes --seed -1", "--seed: -1 is below the minimum 0"},
+      {"sweep --seq 1..2147483648:+1", "gives 2147483648 values"},
+      {"sweep --seq 1..60000:+1 --heads 1..64:+1", "the plan has"},
+      {"sweep --config dup.json", "duplicate key \"seq-q\" (the same setting as \"seq_q\")"},
+      {"sweep --config /dev/zero", "--config /dev/zero: is a character device, not a regular file"},
+      {"sweep --config fifo.json", "--config fifo.json: is a FIFO, not a regular file"},
+      {"sweep --config .", "is a directory"},
+      {"verify --q fifo.json --k k.npy --v v.npy --o o.npy", "--q fifo.json: is a FIFO"},
   };
   for (const auto& [args, fragment] : cases) {
     const Result run = faprobe(args);
@@ -224,7 +239,11 @@ TEST_F(Cli, StrictMakesAnUnsupportedPairAnErrorInSweepVerifyAndRun) {
     EXPECT_NE(strict.err.find("--strict: cpu.decode does not support"), std::string::npos) << command << strict.err;
     EXPECT_EQ(std::count(strict.err.begin(), strict.err.end(), '\n'), 1) << command << "\n" << strict.err;
     const Result lenient = faprobe(command + " --impl cpu.decode --out l.jsonl" + tiny);
-    EXPECT_EQ(lenient.status, 0) << command << "\n" << lenient.err;
+    // A verify that checked nothing at all has not passed (issue: it used to exit 0).
+    EXPECT_EQ(lenient.status, command == "verify" ? 1 : 0) << command << "\n" << lenient.err;
+    if (command == "verify") {
+      EXPECT_NE(lenient.err.find("verify: nothing was checked"), std::string::npos) << lenient.err;
+    }
     const auto records = read_jsonl(path("l.jsonl").string());
     ASSERT_EQ(records.size(), 1u) << command;
     EXPECT_EQ(records[0].status, Status::unsupported) << command;
@@ -328,6 +347,51 @@ TEST_F(Cli, InterruptedSweepKeepsFinishedRecordsAndResumeDoesNotRedoThem) {
     EXPECT_EQ(nlohmann::json(after[i]), nlohmann::json(before[i]));
   }
   EXPECT_NE(resumed.err.find(std::to_string(before.size()) + " resumed"), std::string::npos) << resumed.err;
+}
+
+// The hidden entry point of --isolate takes its job like user input: a case that the parent would have
+// refused (kv_heads 0 would divide by zero) is a one-line error and exit 2, not a SIGFPE.
+TEST_F(Cli, AnIsolatedChildRefusesAnImpossibleJob) {
+  const std::string job = R"('{"impl": "cpu.tiled", "case": {"batch": 1, "heads": 4, "kv_heads": 0, "seq_q": 8,)"
+                          R"( "seq_k": 8, "head_dim": 16, "dtype": "fp32", "mask": "none", "mode": "prefill"},)"
+                          R"( "measure": {"warmup": 0, "min_samples": 1, "max_noise_percent": 1, "min_time_s": 0,)"
+                          R"( "max_time_s": 1, "verify": true, "flush_l2": false, "threads": 1}, "timing": true,)"
+                          R"( "mem_limit": 0, "rates": {"gemm_gflops": 10, "memory_gbytes_per_s": 10}}')";
+  const Result refused = faprobe("run --isolated-child " + job);
+  EXPECT_EQ(refused.status, 2) << refused.err;
+  EXPECT_NE(refused.err.find("not a job: --kv-heads must be at least 1, got 0"), std::string::npos) << refused.err;
+  std::string fixed = job;
+  const std::string zero = "\"kv_heads\": 0";
+  fixed.replace(fixed.find(zero), zero.size(), "\"kv_heads\": 2");
+  const Result ran = faprobe("run --isolated-child " + fixed);
+  EXPECT_EQ(ran.status, 0) << ran.err;
+  EXPECT_NE(ran.out.find("faprobe-record {"), std::string::npos) << ran.out;
+}
+
+// Ctrl-C answers at once in calibrate (ten minutes asked for), as it does in a sweep.
+TEST_F(Cli, CalibrateAnswersCtrlCAtOnce) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(99);
+    execl(FAPROBE_BINARY, FAPROBE_BINARY, "calibrate", "--time", "600", static_cast<char*>(nullptr));
+    _exit(98);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto interrupted_at = std::chrono::steady_clock::now();
+  kill(child, SIGINT);
+  int raw = 0;
+  while (waitpid(child, &raw, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() - interrupted_at > std::chrono::seconds(20)) {
+      kill(child, SIGKILL);
+      waitpid(child, &raw, 0);
+      FAIL() << "calibrate did not stop on SIGINT";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 130);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - interrupted_at).count(), 5.0);
 }
 
 constexpr const char* kTwoCases = " --impl cpu.tiled --seq 17,64 --heads 2 --head-dim 16 --min-samples 2 "

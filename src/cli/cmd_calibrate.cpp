@@ -11,23 +11,24 @@
 #include "harness/calibrate.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "harness/range.hpp"
 #include "model/host_info.hpp"
 
 namespace faprobe::cli {
 
 void setup_calibrate(CLI::App& app, int& exit_status) {
-  auto seconds = std::make_shared<double>(2.0);
+  auto seconds_text = std::make_shared<std::string>("2");  // parsed like --max-time: "nan" is refused
   auto json = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand(
       "calibrate", "measure this host's fp32 GEMM rate and memory bandwidth, and the GPU's bf16 GEMM rate and "
                    "copy bandwidth where there is one");
-  sub->add_option("--time", *seconds, "seconds to spend on the host, and as many on the GPU (default 2)")
-      ->check(CLI::Range(0.05, 600.0));
+  sub->add_option("--time", *seconds_text, "seconds to spend on the host, and as many on the GPU, 0.05 to 600 (default 2)");
   sub->add_flag("--json", *json, "print JSON instead of text");
-  sub->callback([seconds, json, &exit_status] {
-    const MachineRates rates = calibrate_host(*seconds);
+  sub->callback([seconds_text, json, &exit_status] {
+    const double seconds = parse_number(*seconds_text, "--time", 0.05, 600.0);
+    const MachineRates rates = calibrate_host(seconds);
     const HostInfo host = host_info();
-    const std::optional<gpu::GpuRates> gpu_rates = calibrate_gpu(*seconds);
+    const std::optional<gpu::GpuRates> gpu_rates = calibrate_gpu(seconds);
     const std::string gpu_name = gpu_rates ? gpu::devices().front().name : "";
     if (*json) {
       nlohmann::json document{{"host", host},

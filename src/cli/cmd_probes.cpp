@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "cuda/launchers.hpp"
 #include "cuda/probes/probe_suite.hpp"
 #include "cuda/runtime/gpu.hpp"
+#include "harness/range.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::cli {
@@ -28,6 +30,7 @@ namespace probes = cuda::probes;
 
 struct ProbesOptions {
   std::string json_path;
+  std::string seed_text = "0";  // parsed like sweep's --seed (harness/range.hpp), so it is refused the same way
   std::uint64_t seed = 0;
 };
 
@@ -160,8 +163,11 @@ void setup_probes(CLI::App& app, int& exit_status) {
   CLI::App* sub = app.add_subcommand(
       "probes", "run the instruction probes on the emulator and, if there is a GPU, compare them with the GPU");
   sub->add_option("--json", options->json_path, "write the results as JSON to FILE");
-  sub->add_option("--seed", options->seed, "input seed (default 0)");
-  sub->callback([options, &exit_status] { exit_status = run_probes(*options); });
+  sub->add_option("--seed", options->seed_text, "input seed, 0 to 2^63-1 (default 0)");
+  sub->callback([options, &exit_status] {
+    options->seed = std::uint64_t(parse_integer(options->seed_text, "--seed", 0, std::numeric_limits<std::int64_t>::max()));
+    exit_status = run_probes(*options);
+  });
 }
 
 }  // namespace faprobe::cli

@@ -1,6 +1,7 @@
 // faprobe verify: correctness only. With axes (or the embedded configs/ci-verify.json) it runs every
 // available implementation once per case and checks it; with --q --k --v --o it checks an output that
 // another program produced from those inputs. Exit 1 on any mismatch.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -102,8 +103,24 @@ int run_verify(VerifyOptions& options) {
   Plan verify_plan = plan;
   // verify's per-case budget is a minute unless --max-time says otherwise: nothing is sampled.
   if (!options.settings.options.at("max_time")->count()) verify_plan.measure.max_time_s = 60.0;
+  // verify runs each case once and times nothing: the sampling flags would be dropped without a word.
+  for (const char* key : {"warmup", "min_samples", "max_noise", "min_time"}) {
+    if (options.settings.options.at(key)->count() > 0) {
+      fmt::print(stderr, "verify: {} has no effect (verify runs each case once, untimed)\n",
+                 options.settings.options.at(key)->get_name());
+    }
+  }
+  if (options.settings.no_flush_l2) fmt::print(stderr, "verify: --no-flush-l2 has no effect (nothing is timed)\n");
   fmt::print(stderr, "verify: {} cases × {} implementations\n", plan.cases.size(), plan.impls.size());
   const RunSummary summary = run_and_report(verify_plan, run);
+  // A verify that checked nothing (every pair unsupported or skipped, or none on this machine) has not
+  // passed: a CI job that runs it must not go green on a machine where nothing it names can run.
+  const bool checked = std::any_of(summary.records.begin(), summary.records.end(),
+                                   [](const Record& record) { return record.verify.has_value(); });
+  if (!checked && !summary.interrupted) {
+    fmt::print(stderr, "verify: nothing was checked (every pair was unsupported or skipped); that is not a pass\n");
+    return kExitFailed;
+  }
   return summary.exit_status();
 }
 

@@ -223,6 +223,7 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
 }
 
 RunSummary run_and_report(const Plan& plan, const RunOptions& options) {
+  for (const std::string& note : plan.notes) fmt::print(stderr, "faprobe: note: {}\n", note);
   const RunSummary summary = run_plan(plan, options, std::cout);
   int ok = 0;
   for (const Record& record : summary.records) ok += record.status == Status::ok;

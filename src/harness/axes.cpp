@@ -1,12 +1,14 @@
 #include "harness/axes.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "harness/input_file.hpp"
+#include "harness/progress.hpp"
 #include "model/errors.hpp"
 #include "harness/range.hpp"
 #include "harness/registry.hpp"
@@ -48,9 +50,30 @@ void SettingsSource::load_config_file(const std::string& path) {
 }
 
 void SettingsSource::load_config_text(const std::string& text, const std::string& origin) {
+  // nlohmann keeps the last of two equal keys silently; a config that says a setting twice is a mistake
+  // (also when it is spelled both ways, "seq_q" and "seq-q"), so every object's keys are tracked as parsed.
+  std::vector<std::map<std::string, std::string>> keys_of_open_objects;  // setting → the spelling seen
+  auto reject_duplicates = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys_of_open_objects.emplace_back();
+    if (event == Event::object_end && !keys_of_open_objects.empty()) keys_of_open_objects.pop_back();
+    if (event == Event::key && !keys_of_open_objects.empty()) {
+      const std::string raw = parsed.get<std::string>();
+      std::string setting = raw;
+      std::replace(setting.begin(), setting.end(), '-', '_');
+      const auto [it, inserted] = keys_of_open_objects.back().emplace(setting, raw);
+      if (!inserted) {
+        throw UsageError(it->second == raw
+                             ? fmt::format("--config {}: duplicate key \"{}\"", origin, raw)
+                             : fmt::format("--config {}: duplicate key \"{}\" (the same setting as \"{}\")", origin,
+                                           raw, it->second));
+      }
+    }
+    return true;
+  };
   nlohmann::json config;
   try {
-    config = nlohmann::json::parse(text);
+    config = nlohmann::json::parse(text, reject_duplicates);
   } catch (const nlohmann::json::parse_error& error) {
     // nlohmann's message says "parse error at line L, column C: ..."; keep it whole.
     std::string message = error.what();
@@ -168,7 +191,7 @@ bool name_matches(const std::string& pattern, const std::string& name) {
   return pattern == name;
 }
 
-PlanPart make_part(const SettingsSource& source) {
+PlanPart make_part(const SettingsSource& source, const PlanLimits& limits) {
   PlanPart plan;
   if (const auto* value = find(source, "impl")) {
     const auto named = parse_name_list(value->text, value->origin);
@@ -215,6 +238,8 @@ PlanPart make_part(const SettingsSource& source) {
                                         : std::vector<std::int64_t>{0};
   const auto heads_list = integers(source, "heads", {8}, 1 << 16);
   const auto* kv_value = find(source, "kv_heads");
+  const auto kv_list = kv_value ? parse_integer_list(kv_value->text, kv_value->origin, 1, 1 << 16)
+                                : std::vector<std::int64_t>{0};  // 0: the case's heads
   const auto head_dims = integers(source, "head_dim", {64}, 1 << 16);
   const auto* seed_value = find(source, "seed");
   const auto seeds = seed_value ? parse_integer_list(seed_value->text, seed_value->origin, 0,
@@ -224,40 +249,61 @@ PlanPart make_part(const SettingsSource& source) {
   const auto masks = enums(source, "mask", Mask::none, parse_mask);
   const auto modes = enums(source, "mode", Mode::prefill, parse_mode);
 
+  // The size of the product, before any case is made: an absurd plan is refused with its size and the
+  // axes that made it, not expanded.
+  const std::pair<const char*, std::size_t> axes[] = {
+      {"seq", seqs.size()},       {"seq_q", seq_qs.size()},         {"batch", batches.size()},
+      {"heads", heads_list.size()}, {"kv_heads", kv_list.size()},    {"head_dim", head_dims.size()},
+      {"seed", seeds.size()},     {"page_size", page_sizes.size()}, {"splits", splits_list.size()},
+      {"dtype", dtypes.size()},   {"mask", masks.size()},           {"mode", modes.size()}};
+  double pairs = double(plan.impls.size());
+  for (const auto& [key, count] : axes) pairs *= double(count);
+  if (pairs > double(limits.max_pairs)) {
+    std::vector<std::pair<std::size_t, std::string>> factors;
+    for (const auto& [key, count] : axes) {
+      if (count > 1) factors.emplace_back(count, fmt::format("{} ({} values)", find(source, key)->origin, count));
+    }
+    std::sort(factors.begin(), factors.end(), std::greater<>());
+    std::string product;
+    for (const auto& factor : factors) product += factor.second + " × ";
+    throw UsageError(fmt::format("the plan has {:.0f} (implementation, case) pairs, at most {}: {}{} implementations; "
+                                 "narrow an axis or split the sweep",
+                                 pairs, limits.max_pairs, product, plan.impls.size()));
+  }
+
   std::set<std::string> seen;
   for (Mode mode : modes)
     for (DType dtype : dtypes)
       for (Mask mask : masks)
         for (std::int64_t batch : batches)
-          for (std::int64_t heads : heads_list) {
-            const auto kv_list = kv_value ? parse_integer_list(kv_value->text, kv_value->origin, 1, 1 << 16)
-                                          : std::vector<std::int64_t>{heads};
+          for (std::int64_t heads : heads_list)
             for (std::int64_t kv_heads : kv_list)
               for (std::int64_t head_dim : head_dims)
                 for (std::int64_t seed : seeds)
                   for (std::int64_t page_size : page_sizes)
-                  for (std::int64_t splits : splits_list)
-                  for (std::int64_t seq_q : seq_qs)
-                    for (std::int64_t seq : seqs) {
-                      Case c;
-                      c.batch = batch;
-                      c.heads = heads;
-                      c.kv_heads = kv_heads;
-                      c.head_dim = head_dim;
-                      c.dtype = dtype;
-                      c.mask = mask;
-                      c.mode = mode;
-                      c.seed = std::uint64_t(seed);
-                      c.seq_k = seq;
-                      c.page_size = page_size;
-                      c.splits = splits;
-                      c.seqlens = seqlens;
-                      // --seq-q applies to prefill; decode always has one query row.
-                      c.seq_q = mode == Mode::decode ? 1 : (seq_q != 0 ? seq_q : seq);
-                      c.validate();
-                      if (seen.insert(c.key()).second) plan.cases.push_back(c);
-                    }
-          }
+                    for (std::int64_t splits : splits_list)
+                      for (std::int64_t seq_q : seq_qs) {
+                        if (interrupted()) throw Interrupted();  // Ctrl-C answers at once, even here
+                        for (std::int64_t seq : seqs) {
+                          Case c;
+                          c.batch = batch;
+                          c.heads = heads;
+                          c.kv_heads = kv_heads != 0 ? kv_heads : heads;
+                          c.head_dim = head_dim;
+                          c.dtype = dtype;
+                          c.mask = mask;
+                          c.mode = mode;
+                          c.seed = std::uint64_t(seed);
+                          c.seq_k = seq;
+                          c.page_size = page_size;
+                          c.splits = splits;
+                          c.seqlens = seqlens;
+                          // --seq-q applies to prefill; decode always has one query row.
+                          c.seq_q = mode == Mode::decode ? 1 : (seq_q != 0 ? seq_q : seq);
+                          c.validate();
+                          if (seen.insert(c.key()).second) plan.cases.push_back(c);
+                        }
+                      }
   return plan;
 }
 
@@ -269,11 +315,11 @@ std::size_t Plan::size() const {
   return total;
 }
 
-Plan make_plan(const SettingsSource& source) {
+Plan make_plan(const SettingsSource& source, const PlanLimits& limits) {
   Plan plan;
   plan.measure = measure_settings(source);
   plan.impls_named = source.has("impl") && from_flag(source.values().at("impl"));
-  if (source.parts().empty()) plan.parts.push_back(make_part(source));
+  if (source.parts().empty()) plan.parts.push_back(make_part(source, limits));
   for (const SettingsSource& part : source.parts()) {
     // The config's own axes, then the part's, then flags (which override every part).
     SettingsSource merged;
@@ -282,7 +328,18 @@ Plan make_plan(const SettingsSource& source) {
     for (const auto& [key, value] : part.values()) merged.set(key, value.text, value.origin);
     for (const auto& [key, value] : source.values())
       if (from_flag(value)) merged.set(key, value.text, value.origin);
-    plan.parts.push_back(make_part(merged));
+    plan.parts.push_back(make_part(merged, limits));
+    if (plan.size() > limits.max_pairs) {
+      throw UsageError(fmt::format("--config: its parts have {} (implementation, case) pairs together, at most {}",
+                                   plan.size(), limits.max_pairs));
+    }
+  }
+  // A flag that changes no case is said, not dropped: --seq-q when every case is a decode case.
+  if (const auto it = source.values().find("seq_q"); it != source.values().end() && from_flag(it->second)) {
+    const bool any_prefill = std::any_of(plan.parts.begin(), plan.parts.end(), [](const PlanPart& part) {
+      return std::any_of(part.cases.begin(), part.cases.end(), [](const Case& c) { return c.mode == Mode::prefill; });
+    });
+    if (!any_prefill) plan.notes.push_back(it->second.origin + " has no effect: a decode case has one query row");
   }
   std::set<std::string> seen;
   for (const std::string& name : implementation_names())

@@ -57,6 +57,7 @@ struct Plan {
   std::vector<Case> cases;         // every case of any part, each once, in part order
   MeasureSettings measure;
   bool impls_named = false;        // --impl on the command line chose the implementations
+  std::vector<std::string> notes;  // flags the plan does not use, each a line to show the user
 
   std::size_t size() const;        // (implementation, case) pairs over all parts
 };
@@ -68,6 +69,13 @@ struct Plan {
 // This is how one config ties axes together that a single cross product cannot (batch = 16k / seq), or
 // gives different implementations different cases (the CPU kernels the full CI matrix, the emulated GPU
 // kernels a smaller one). In "impl", a name ending in ".*" means every implementation with that prefix.
-Plan make_plan(const SettingsSource& source);
+//
+// A plan of more than limits.max_pairs (implementation, case) pairs is refused before a case is made, with
+// its size and the axes that multiply to it (each axis is also capped by range.hpp's kMaxAxisValues), and
+// Ctrl-C during the expansion throws Interrupted (progress.hpp).
+struct PlanLimits {
+  std::size_t max_pairs = 1000000;  // a million pairs is days of measuring at a fraction of a second each
+};
+Plan make_plan(const SettingsSource& source, const PlanLimits& limits = {});
 
 }  // namespace faprobe

@@ -8,6 +8,7 @@
 
 #include "model/eigen.hpp"
 
+#include "harness/progress.hpp"
 #include "model/memory.hpp"
 
 namespace faprobe {
@@ -42,7 +43,7 @@ double gemm_gflops(double budget_s) {
       {
         const double elapsed = seconds_since(round_start);
         best = std::max(best, kProducts * threads * 2.0 * kSize * kSize * double(kSize) / elapsed * 1e-9);
-        more = seconds_since(start) < budget_s;
+        more = seconds_since(start) < budget_s && !interrupted();
       }  // the implicit barrier after `single` publishes `more` to every thread
     }
     if (c(0, 0) != 0.5f * 0.25f * kSize) std::abort();  // the products were really computed
@@ -57,7 +58,7 @@ double copy_gbytes_per_s(double budget_s) {
   std::memset(destination.data(), 0, kBytes);
   double best = 0;
   const auto start = Clock::now();
-  while (seconds_since(start) < budget_s || best == 0) {
+  while ((seconds_since(start) < budget_s || best == 0) && !interrupted()) {
     const auto round_start = Clock::now();
     const int threads = omp_get_max_threads();
 #pragma omp parallel for num_threads(threads)
@@ -75,12 +76,15 @@ MachineRates calibrate_host(double seconds) {
   MachineRates rates;
   rates.gemm_gflops = gemm_gflops(seconds * 0.7);
   rates.memory_gbytes_per_s = copy_gbytes_per_s(seconds * 0.3);
+  if (interrupted()) throw Interrupted();
   return rates;
 }
 
 std::optional<gpu::GpuRates> calibrate_gpu(double seconds) {
   if (gpu::devices().empty()) return std::nullopt;
-  return gpu::measure_gpu_rates(seconds);
+  const gpu::GpuRates rates = gpu::measure_gpu_rates(seconds, interrupted);
+  if (interrupted()) throw Interrupted();
+  return rates;
 }
 
 }  // namespace faprobe

@@ -11,6 +11,7 @@
 namespace faprobe {
 
 // Takes about `seconds` in all. Rates are the best of the repetitions (a ceiling, not a typical value).
+// Both functions stop at once on Ctrl-C and throw Interrupted (harness/progress.hpp).
 MachineRates calibrate_host(double seconds = 0.5);
 
 // Device 0's copy bandwidth and bf16 GEMM rate, about `seconds`; nullopt when this process sees no CUDA

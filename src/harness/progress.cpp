@@ -26,6 +26,7 @@ void install_interrupt_handler() {
 
 bool interrupted() { return g_interrupted.load(); }
 void request_interrupt() { g_interrupted = true; }
+void clear_interrupt() { g_interrupted = false; }
 
 Progress::Progress(std::size_t total)
     : total_(total), enabled_(isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}

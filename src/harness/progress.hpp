@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 
 namespace faprobe {
@@ -22,8 +23,14 @@ class Progress {
 };
 
 // SIGINT/SIGTERM handling: the first signal sets the flag; a second one exits at once with status 130.
+// Work that is not a sweep (expanding a plan, calibrating) throws Interrupted when it sees the flag, and
+// main() turns it into exit status 130.
 void install_interrupt_handler();
 bool interrupted();
+struct Interrupted : std::runtime_error {
+  Interrupted() : std::runtime_error("interrupted") {}
+};
 void request_interrupt();  // for tests
+void clear_interrupt();    // for tests
 
 }  // namespace faprobe

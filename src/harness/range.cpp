@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -80,14 +81,25 @@ std::vector<std::int64_t> parse_integer_sequence(std::string_view text, std::str
                                                  std::int64_t min_value, std::int64_t max_value,
                                                  bool keep_duplicates) {
   std::vector<std::int64_t> values;
+  std::unordered_set<std::int64_t> seen;  // duplicates dropped in linear time, whatever the list's length
   auto append = [&](std::int64_t value) {
-    if (keep_duplicates || std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
+    if (keep_duplicates || seen.insert(value).second) values.push_back(value);
+  };
+  // The axis stays within kMaxAxisValues once `count` more values are added; an arithmetic range is counted
+  // before any of its values is stored, so that an absurd one costs nothing but its error.
+  auto check_count = [&](std::uint64_t count, std::string_view item) {
+    if (count > kMaxAxisValues || values.size() + count > kMaxAxisValues) {
+      throw UsageError(fmt::format("{}: '{}' gives {} values, and an axis takes at most {} (a sweep of that "
+                                   "many cases would not finish); use a coarser step",
+                                   what, item, values.size() + count, kMaxAxisValues));
+    }
   };
   if (trim(text).empty()) throw UsageError(fmt::format("{}: empty value (examples: 512, 1,17,4097, 512..65536)", what));
   for (std::string_view item : split(text, ',')) {
     if (item.empty()) throw UsageError(fmt::format("{}: empty item in '{}'", what, text));
     const std::size_t dots = item.find("..");
     if (dots == std::string_view::npos) {
+      check_count(1, item);
       append(parse_integer(item, what, min_value, max_value));
       continue;
     }
@@ -113,21 +125,24 @@ std::vector<std::int64_t> parse_integer_sequence(std::string_view text, std::str
       geometric = step_text.front() == '*';
       step = parse_integer(step_text.substr(1), what, geometric ? 2 : 1, max_value);
     }
+    if (!geometric) check_count(std::uint64_t(end - start) / std::uint64_t(step) + 1, item);
     for (std::int64_t value = start; value <= end;) {
       append(value);
       std::int64_t next = 0;
       if (geometric ? !checked_multiply(value, step, end, next) : (value > end - step)) break;
       value = geometric ? next : value + step;
     }
+    if (geometric) check_count(0, item);  // at most 63 values, stored: check the total
   }
   return values;
 }
 
 std::vector<std::string> parse_name_list(std::string_view text, std::string_view what) {
   std::vector<std::string> names;
+  std::unordered_set<std::string_view> seen;
   for (std::string_view item : split(text, ',')) {
     if (item.empty()) throw UsageError(fmt::format("{}: empty name in '{}'", what, text));
-    if (std::find(names.begin(), names.end(), item) == names.end()) names.emplace_back(item);
+    if (seen.insert(item).second) names.emplace_back(item);
   }
   return names;
 }

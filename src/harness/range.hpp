@@ -12,11 +12,15 @@
 
 namespace faprobe {
 
+// The most values one axis may have (after expansion, duplicates counted once). A range that would give
+// more is refused before any value is stored: `--seq 1..2147483648:+1` is an error, not 16 GiB of lengths.
+inline constexpr std::uint64_t kMaxAxisValues = 100000;
+
 // One integer with an optional k/m suffix, in [min_value, max_value].
 std::int64_t parse_integer(std::string_view text, std::string_view what, std::int64_t min_value,
                            std::int64_t max_value);
 
-// Integers in order of appearance, duplicates dropped.
+// Integers in order of appearance, duplicates dropped; at most kMaxAxisValues of them.
 std::vector<std::int64_t> parse_integer_list(std::string_view text, std::string_view what,
                                              std::int64_t min_value = 1,
                                              std::int64_t max_value = std::int64_t(1) << 40);

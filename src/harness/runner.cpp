@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -368,6 +369,15 @@ int run_isolated_child(const std::string& job_text, std::ostream& out) {
     options.mem_limit = job.at("mem_limit").get<std::uint64_t>();
     options.rates.gemm_gflops = job.at("rates").at("gemm_gflops").get<double>();
     options.rates.memory_gbytes_per_s = job.at("rates").at("memory_gbytes_per_s").get<double>();
+    // The job is input like any other: a case the parent would have refused (kv_heads 0 would divide by
+    // zero) or settings out of their flags' ranges are refused here too, before anything runs.
+    c.validate();
+    const bool in_range = measure.warmup >= 0 && measure.min_samples >= 1 && measure.max_noise_percent >= 0 &&
+                          measure.min_time_s >= 0 && measure.max_time_s > 0 && measure.threads >= 0 &&
+                          std::isfinite(measure.max_noise_percent + measure.min_time_s + measure.max_time_s) &&
+                          std::isfinite(options.rates.gemm_gflops) && options.rates.gemm_gflops > 0 &&
+                          std::isfinite(options.rates.memory_gbytes_per_s) && options.rates.memory_gbytes_per_s > 0;
+    if (!in_range) throw std::invalid_argument("a measure setting or rate is out of range");
   } catch (const std::exception& error) {
     std::cerr << "faprobe: --isolated-child: not a job: " << error.what() << std::endl;
     return kExitUsage;

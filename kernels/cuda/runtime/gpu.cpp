@@ -361,13 +361,14 @@ class CublasWorkspaceScope {
 // The shortest time of `work` on faprobe's stream over repetitions for `budget_s` (at least three), after
 // one untimed call (cuBLAS picks and loads its kernel then; clocks ramp up). No L2 flush: the copy is many
 // times the L2, and the GEMM is bound by its arithmetic.
-double shortest_seconds(const std::function<void()>& work, double budget_s) {
+double shortest_seconds(const std::function<void()>& work, double budget_s, const std::function<bool()>& stop) {
   work();
   synchronize();
   double shortest = std::numeric_limits<double>::infinity();
   const auto start = std::chrono::steady_clock::now();
   for (int repetition = 0;
-       repetition < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < budget_s;
+       (repetition < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < budget_s) &&
+       !(stop && stop());
        ++repetition) {
     shortest = std::min(shortest, time_on_stream(work, /*flush_l2=*/false));
   }
@@ -376,7 +377,7 @@ double shortest_seconds(const std::function<void()>& work, double budget_s) {
 
 }  // namespace
 
-GpuRates measure_gpu_rates(double seconds) {
+GpuRates measure_gpu_rates(double seconds, const std::function<bool()>& stop) {
   Runtime& rt = runtime();
   GpuRates rates;
   {
@@ -391,7 +392,7 @@ GpuRates measure_gpu_rates(double seconds) {
           FAPROBE_CUDA_CHECK(
               cudaMemcpyAsync(destination.data(), source.data(), bytes, cudaMemcpyDeviceToDevice, rt.stream));
         },
-        0.6 * seconds);
+        0.6 * seconds, stop);
     rates.copy_bytes = bytes;
     rates.copy_gbytes_per_s = 2.0 * double(bytes) / copy_s * 1e-9;  // read + write, as the host's copy
   }
@@ -414,7 +415,7 @@ GpuRates measure_gpu_rates(double seconds) {
                                             CUDA_R_16BF, kSize, b.data(), CUDA_R_16BF, kSize, &beta, c.data(),
                                             CUDA_R_16BF, kSize, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         },
-        0.4 * seconds);
+        0.4 * seconds, stop);
     rates.bf16_gemm_tflops = 2.0 * double(kSize) * kSize * kSize / gemm_s * 1e-12;
   }
   return rates;

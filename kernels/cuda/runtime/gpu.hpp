@@ -108,7 +108,8 @@ struct GpuRates {
 // Takes about `seconds`: 60 % copying, the rest multiplying. Its buffers and cuBLAS workspace come from
 // cudaMalloc, outside the pool, and are freed (and the workspace unset) before it returns, so a process
 // that only calibrates keeps no device memory but its CUDA context and faprobe's stream and cuBLAS handle.
-GpuRates measure_gpu_rates(double seconds);
+// `stop` (Ctrl-C) ends the repetitions early; the rates are then from fewer of them.
+GpuRates measure_gpu_rates(double seconds, const std::function<bool()>& stop = {});
 
 // An NVTX range for the lifetime of the object (nvtxRangePushA/Pop).
 class NvtxRange {

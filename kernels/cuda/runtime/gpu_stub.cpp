@@ -43,7 +43,7 @@ void set_cublas_workspace(void*, std::size_t) { unavailable(); }
 std::size_t cublas_workspace_bytes() { unavailable(); }
 
 double time_on_stream(const std::function<void()>&, bool) { unavailable(); }
-GpuRates measure_gpu_rates(double) { unavailable(); }
+GpuRates measure_gpu_rates(double, const std::function<bool()>&) { unavailable(); }
 
 NvtxRange::NvtxRange(const std::string&) { unavailable(); }
 NvtxRange::~NvtxRange() = default;
