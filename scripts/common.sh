@@ -7,9 +7,14 @@ FAPROBE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 FAPROBE_PACKAGES=(cmake ninja-build g++ git pkg-config libcli11-dev libfmt-dev libeigen3-dev
                   nlohmann-json3-dev libgtest-dev python3 python3-matplotlib python3-numpy python3-pip)
 
+# What `scripts/test --ci` needs besides: clang with its sanitizer and libFuzzer runtimes and its OpenMP for
+# the debug preset (ASan + UBSan, the fuzzers).
+FAPROBE_CI_PACKAGES=(clang libclang-rt-dev libomp-dev)
+
+# faprobe_install_missing [PACKAGE...]: FAPROBE_PACKAGES and the given ones, only those not installed.
 faprobe_install_missing() {
   local missing=()
-  for package in "${FAPROBE_PACKAGES[@]}"; do
+  for package in "${FAPROBE_PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -20,10 +25,15 @@ faprobe_install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
+# faprobe_build [cmake --build args]: the release preset, configured on first use. FAPROBE_WERROR=ON in the
+# environment (scripts/test --ci) makes warnings errors; a user's build never fails on a warning, since
+# one that only their compiler or CPU gives is not theirs to fix. The build tree follows the setting.
 faprobe_build() {
   cd "$FAPROBE_ROOT"
-  if [ ! -f build/release/CMakeCache.txt ]; then
-    cmake --preset release >&2
+  local werror="${FAPROBE_WERROR:-OFF}"
+  if [ ! -f build/release/CMakeCache.txt ] ||
+     ! grep -q "^FAPROBE_WERROR:BOOL=$werror\$" build/release/CMakeCache.txt; then
+    cmake --preset release -DFAPROBE_WERROR="$werror" >&2
   fi
   cmake --build --preset release -j "$(nproc)" "$@" >&2
 }

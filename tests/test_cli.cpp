@@ -42,6 +42,15 @@ TEST_F(Cli, SweepWritesEveryFormatWithTheSchemaFields) {
   }
   ASSERT_TRUE(document["devices"].is_array());
   EXPECT_TRUE(!document["devices"].empty() || !document["no_device_reason"].get<std::string>().empty());
+  // The host's vector ISA in use (what -march gave), and the CPU's own: the same for a native build.
+  const nlohmann::json& host = document["host"];
+  for (const char* field : {"march", "vector_isa", "vector_extensions", "cpu_vector_isa"}) {
+    EXPECT_TRUE(host.contains(field)) << field;
+  }
+  EXPECT_NE(host["vector_isa"], "");
+  if (host["march"] == "native") {
+    EXPECT_EQ(host["vector_isa"], host["cpu_vector_isa"]) << host.dump();
+  }
   ASSERT_EQ(document["records"].size(), 4u);
   for (const auto& record : document["records"]) {
     EXPECT_EQ(record["status"], "ok");

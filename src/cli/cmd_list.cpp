@@ -231,8 +231,10 @@ int run_list(bool json) {
     return 0;
   }
 
-  fmt::print("devices:\n  cpu      {} ({} cores, {})\n", host.cpu_model, host.cores,
-             format_bytes(double(host.memory_total_bytes)));
+  fmt::print("devices:\n  cpu      {} ({} cores, {}; vector code {}, -march={}{})\n", host.cpu_model, host.cores,
+             format_bytes(double(host.memory_total_bytes)), host.vector_isa,
+             host.march.empty() ? "compiler default" : host.march,
+             host.cpu_vector_isa != host.vector_isa ? fmt::format("; this CPU has {}", host.cpu_vector_isa) : "");
   if (scan.devices.empty()) fmt::print("  cuda     none: {}\n", scan.no_device_reason);
   for (const auto& device : scan.devices) {
     fmt::print("  cuda {:<3} {}: compute capability {}, {} SMs, {}, L2 {}\n", device["index"].get<int>(),

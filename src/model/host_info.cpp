@@ -21,6 +21,91 @@ std::uint64_t meminfo_bytes(const std::string& field) {
   }
   return 0;
 }
+// What the compiler was allowed to use, from its predefined macros (this file is built with FAPROBE_MARCH).
+std::string compiled_vector_isa() {
+#if defined(__AVX512F__)
+  return "avx512";
+#elif defined(__AVX2__)
+  return "avx2";
+#elif defined(__AVX__)
+  return "avx";
+#elif defined(__SSE4_2__)
+  return "sse4.2";
+#elif defined(__SSE2__)
+  return "sse2";
+#elif defined(__ARM_FEATURE_SVE)
+  return "sve";
+#elif defined(__ARM_NEON)
+  return "neon";
+#else
+  return "scalar";
+#endif
+}
+
+std::vector<std::string> compiled_vector_extensions() {
+  std::vector<std::string> extensions;
+  auto add = [&](bool defined, const char* name) {
+    if (defined) extensions.emplace_back(name);
+  };
+#if defined(__x86_64__)
+  add(true, "sse2");
+#endif
+#if defined(__SSE4_2__)
+  add(true, "sse4.2");
+#endif
+#if defined(__AVX__)
+  add(true, "avx");
+#endif
+#if defined(__AVX2__)
+  add(true, "avx2");
+#endif
+#if defined(__FMA__)
+  add(true, "fma");
+#endif
+#if defined(__F16C__)
+  add(true, "f16c");
+#endif
+#if defined(__AVX512F__)
+  add(true, "avx512f");
+#endif
+#if defined(__AVX512BW__)
+  add(true, "avx512bw");
+#endif
+#if defined(__AVX512DQ__)
+  add(true, "avx512dq");
+#endif
+#if defined(__AVX512VL__)
+  add(true, "avx512vl");
+#endif
+#if defined(__AVX512BF16__)
+  add(true, "avx512bf16");
+#endif
+#if defined(__AVX512FP16__)
+  add(true, "avx512fp16");
+#endif
+#if defined(__ARM_NEON)
+  add(true, "neon");
+#endif
+#if defined(__ARM_FEATURE_SVE)
+  add(true, "sve");
+#endif
+  return extensions;
+}
+
+// What this CPU has, asked at run time.
+std::string cpu_vector_isa() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return "avx512";
+  if (__builtin_cpu_supports("avx2")) return "avx2";
+  if (__builtin_cpu_supports("avx")) return "avx";
+  if (__builtin_cpu_supports("sse4.2")) return "sse4.2";
+  return "sse2";
+#else
+  return compiled_vector_isa();
+#endif
+}
+
 }  // namespace
 
 HostInfo host_info() {
@@ -38,6 +123,10 @@ HostInfo host_info() {
   info.memory_available_bytes = meminfo_bytes("MemAvailable");
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) == 0) info.hostname = name;
+  info.march = FAPROBE_MARCH;
+  info.vector_isa = compiled_vector_isa();
+  info.vector_extensions = compiled_vector_extensions();
+  info.cpu_vector_isa = cpu_vector_isa();
   return info;
 }
 
@@ -45,7 +134,11 @@ void to_json(nlohmann::json& out, const HostInfo& info) {
   out = nlohmann::json{{"cpu_model", info.cpu_model},
                        {"cores", info.cores},
                        {"memory_total_bytes", info.memory_total_bytes},
-                       {"memory_available_bytes", info.memory_available_bytes}};
+                       {"memory_available_bytes", info.memory_available_bytes},
+                       {"march", info.march},
+                       {"vector_isa", info.vector_isa},
+                       {"vector_extensions", info.vector_extensions},
+                       {"cpu_vector_isa", info.cpu_vector_isa}};
 }
 
 std::uint64_t default_host_memory_limit() {

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,14 @@ struct HostInfo {
   std::uint64_t memory_total_bytes = 0;
   std::uint64_t memory_available_bytes = 0;
   std::string hostname;
+  // The CPU code's instruction set: the -march it was built with (FAPROBE_MARCH: "native", "x86-64-v4", or
+  // "" for the compiler's default), the widest vector extension that gave it (vector_isa: avx512, avx2,
+  // avx, sse4.2, sse2, neon, sve or scalar) and the extensions beside it (fma, f16c, avx512bw, ...); and the
+  // widest one this CPU has (cpu_vector_isa), which differs when the binary was built for another machine.
+  std::string march;
+  std::string vector_isa;
+  std::vector<std::string> vector_extensions;
+  std::string cpu_vector_isa;
 };
 
 HostInfo host_info();
