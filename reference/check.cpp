@@ -86,7 +86,7 @@ VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTe
   const CheckPlan plan = plan_check(c, limits);
   VerifyResult result;
   double plain_error = 0.0;
-  std::string worst_at, non_finite_at;
+  std::string worst_at, non_finite_at, reference_non_finite_at;
 
   // Heads that share a KV head share one HeadReference (loading K and V dominates the cost).
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::int64_t>> by_kv_head;
@@ -99,7 +99,7 @@ VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTe
       // Rows are independent: check them in parallel, then reduce the maxima in order.
       const std::size_t n_rows = plan.rows.size();
       std::vector<double> abs_diff(n_rows), rel_diff(n_rows), plain(n_rows);
-      std::vector<char> not_finite(n_rows, 0);
+      std::vector<char> not_finite(n_rows, 0), reference_not_finite(n_rows, 0);
 #pragma omp parallel for schedule(dynamic)
       for (std::size_t i = 0; i < n_rows; ++i) {
         const std::int64_t row = plan.rows[i];
@@ -109,6 +109,8 @@ VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTe
         for (std::int64_t col = 0; col < c.head_dim; ++col) {
           const double got = double(output.get(base + col));
           if (!std::isfinite(got)) not_finite[i] = 1;
+          // A NaN difference would fall out of every max below and let the row pass.
+          if (!std::isfinite(expected(col)) || !std::isfinite(plain_row(col))) reference_not_finite[i] = 1;
           const double diff = std::abs(got - expected(col));
           abs_diff[i] = std::max(abs_diff[i], diff);
           rel_diff[i] = std::max(rel_diff[i], diff / std::max(std::abs(expected(col)), 1e-3));
@@ -118,6 +120,7 @@ VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTe
       for (std::size_t i = 0; i < n_rows; ++i) {
         const std::string where = fmt::format("batch {} head {} row {}", b, h, plan.rows[i]);
         if (not_finite[i] && non_finite_at.empty()) non_finite_at = where;
+        if (reference_not_finite[i] && reference_non_finite_at.empty()) reference_non_finite_at = where;
         if (abs_diff[i] > result.max_abs_diff) worst_at = where;
         result.max_abs_diff = std::max(result.max_abs_diff, abs_diff[i]);
         result.max_rel_diff = std::max(result.max_rel_diff, rel_diff[i]);
@@ -128,8 +131,10 @@ VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTe
   result.rows_checked = std::int64_t(plan.rows.size() * plan.heads.size());
   result.heads_checked = std::int64_t(plan.heads.size());
   result.tolerance = 2.0 * plain_error + tolerance_floor(c.dtype);
-  result.passed = non_finite_at.empty() && result.max_abs_diff <= result.tolerance;
-  if (!non_finite_at.empty()) {
+  result.passed = non_finite_at.empty() && reference_non_finite_at.empty() && result.max_abs_diff <= result.tolerance;
+  if (!reference_non_finite_at.empty()) {
+    result.note = "non-finite reference at " + reference_non_finite_at + " (an input it reads is NaN or infinite)";
+  } else if (!non_finite_at.empty()) {
     result.note = "non-finite output at " + non_finite_at;
   } else if (!result.passed) {
     result.note = fmt::format("max_abs_diff {:.3g} > tolerance {:.3g} at {}", result.max_abs_diff,
