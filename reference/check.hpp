@@ -5,7 +5,9 @@
 //   max_abs_diff <= 2 · max |plain − reference| + floor(dtype)
 // where "plain" is the same rows computed plainly in the case's precision (HeadReference::plain_row), and
 // the floor is 1e-6 (fp32), 1e-4 (fp16), 1e-3 (bf16), 1e-2 (fp8_e4m3). The tolerance is never widened to
-// make a kernel pass.
+// make a kernel pass. A non-finite output fails, and so does a non-finite reference row (an input the row
+// reads is NaN or infinite, which only files given to `verify` can hold): a NaN difference must never
+// slip past the maxima as "not greater than the tolerance".
 //
 // fp8_e4m3 (inputs e4m3 with per-tensor scales, output bf16; src/fp8.hpp): "plain" is FlashAttention-3's
 // FP8 forward done plainly (HeadReference::plain_fp8_row): S = (Q_fp8·K_fp8ᵀ)·scale_q·scale_k·scale in fp32,

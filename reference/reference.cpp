@@ -30,6 +30,42 @@ void TensorInputs::row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t
   for (std::int64_t c = 0; c < tensor.head_dim(); ++c) out[c] = double(tensor.get(base + c));
 }
 
+CacheInputs::CacheInputs(const HostTensor& q, const HostTensor& k_cache, const HostTensor& v_cache,
+                         std::vector<std::int32_t> block_table, std::int64_t blocks_per_seq)
+    : tensors_{&q, &k_cache, &v_cache}, block_table_(std::move(block_table)), blocks_per_seq_(blocks_per_seq) {}
+
+std::pair<std::int64_t, std::int64_t> CacheInputs::cache_row(std::int64_t b, std::int64_t key) const {
+  if (!paged()) return {b, key};
+  const std::int64_t page_size = tensors_[std::size_t(TensorId::k)]->seq();
+  return {std::int64_t(block_table_[std::size_t(b * blocks_per_seq_ + key / page_size)]), key % page_size};
+}
+
+void CacheInputs::row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const {
+  const HostTensor& tensor = *tensors_[std::size_t(id)];
+  const auto [first, second] = id == TensorId::q ? std::pair{b, s} : cache_row(b, s);
+  const std::int64_t base = tensor.offset(first, second, h);
+  for (std::int64_t c = 0; c < tensor.head_dim(); ++c) out[c] = double(tensor.get(base + c));
+}
+
+std::optional<InputElement> first_non_finite(const Case& c, const InputSource& inputs) {
+  std::vector<double> row(std::size_t(c.head_dim));
+  for (const TensorId id : {TensorId::q, TensorId::k, TensorId::v}) {
+    const bool is_query = id == TensorId::q;
+    for (std::int64_t b = 0; b < c.batch; ++b) {
+      const std::int64_t rows = is_query ? c.seq_q : c.seq_k_of(b), heads = is_query ? c.heads : c.kv_heads;
+      for (std::int64_t s = 0; s < rows; ++s) {
+        for (std::int64_t h = 0; h < heads; ++h) {
+          inputs.row(id, b, s, h, row.data());
+          for (std::int64_t d = 0; d < c.head_dim; ++d) {
+            if (!std::isfinite(row[std::size_t(d)])) return InputElement{id, b, s, h, d, row[std::size_t(d)]};
+          }
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 HeadReference::HeadReference(const Case& c, const InputSource& inputs, std::int64_t b, std::int64_t kv_head)
     : case_(c), b_(b), keys_(c.seq_k_of(b), c.head_dim), values_(c.seq_k_of(b), c.head_dim) {
   // Eigen is column-major: fill row by row through a transposed view of a row buffer.

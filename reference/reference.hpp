@@ -1,9 +1,12 @@
 // The float64 reference: any output row of any case, computed from the rounded inputs with Eigen.
 // Inputs come from an InputSource, either regenerated from the case's seed (no copy of the tensors is
-// needed) or read from tensors given on the command line (.npy files produced by another program).
+// needed) or read from tensors given on the command line (.npy files produced by another program): Q, K, V
+// as (batch, seq, heads, head_dim) tensors, or Q and a KV cache.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "model/eigen.hpp"
@@ -43,6 +46,44 @@ class TensorInputs final : public InputSource {
  private:
   const HostTensor* tensors_[3];
 };
+
+// Reads Q from its (batch, seq_q, heads, head_dim) tensor and K, V from a KV cache in the layouts of
+// flash-attention's flash_attn_with_kvcache (flash_attn/flash_attn_interface.py, its docstring): without a
+// block table, a padded cache (batch, max_seq_k, kv_heads, head_dim), key s of entry b at [b, s]; with one, a
+// page pool (num_blocks, page_size, kv_heads, head_dim), key s of entry b at
+// [block_table[b][s / page_size], s % page_size], the block table being batch × blocks_per_seq. Each entry's
+// length is the case's seq_k_of(b). Nothing is checked here: the caller has made sure that every row a
+// length reaches is inside the cache (kv_cache_files.hpp does for verify). The tensors must outlive it.
+class CacheInputs final : public InputSource {
+ public:
+  CacheInputs(const HostTensor& q, const HostTensor& k_cache, const HostTensor& v_cache,
+              std::vector<std::int32_t> block_table = {}, std::int64_t blocks_per_seq = 0);
+  void row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const override;
+
+  bool paged() const { return blocks_per_seq_ > 0; }
+  // Where key `key` of batch entry b is in the cache: (block, row in the block) in a pool, (b, key) in a
+  // padded cache.
+  std::pair<std::int64_t, std::int64_t> cache_row(std::int64_t b, std::int64_t key) const;
+
+ private:
+  const HostTensor* tensors_[3];
+  std::vector<std::int32_t> block_table_;
+  std::int64_t blocks_per_seq_ = 0;
+};
+
+// One input element the reference reads, by its logical place: (batch, row, head, dim) of Q, (batch entry,
+// key, kv head, dim) of K and V.
+struct InputElement {
+  TensorId tensor = TensorId::q;
+  std::int64_t b = 0, s = 0, h = 0, d = 0;
+  double value = 0;
+};
+
+// The first NaN or ±Inf among the inputs the reference reads for case c: Q, then K, then V, each in that
+// logical order, or nullopt when all are finite. Only keys within each entry's length are read, so a paged
+// or padded cache's NaN padding is never reported. A non-finite input makes any output's check meaningless
+// (the reference row is NaN), so a check of files runs this first.
+std::optional<InputElement> first_non_finite(const Case& c, const InputSource& inputs);
 
 // K and V of one (batch entry, KV head) in float64, and the rows of output computed from them.
 class HeadReference {

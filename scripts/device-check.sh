@@ -331,7 +331,8 @@ fi
 
 # One small odd-shaped case per implementation (GQA, seq_q != seq_k, causal, bf16), saved for NumPy; a
 # decode-only implementation refuses it and gets a decode case instead. Both are contiguous with equal
-# lengths (no --page-size, no --seqlens): run --save refuses paged and variable-length cases.
+# lengths (no --page-size, no --seqlens); run --save writes those as a KV cache, which check_npy.py reads
+# too, but this step keeps to the cases it was sized for.
 saved_dirs=()
 for impl in "${impls[@]}"; do
   runnable "save.$impl" "$impl" || continue

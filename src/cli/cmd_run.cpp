@@ -1,17 +1,23 @@
 // faprobe run: one implementation on one case, measured and verified like a sweep; --save DIR also writes
-// the inputs and the output as q.npy k.npy v.npy o.npy (plus case.json) so another program can check them.
+// the inputs and the output as q.npy k.npy v.npy o.npy (plus case.json) so another program can check them;
+// for a paged or variable-length case K and V as the KV cache flash-attention takes instead (k_cache.npy,
+// v_cache.npy, block_table.npy when paged, cache_seqlens.npy; kv_cache_files.hpp).
 // The hidden `run --isolated-child JOB` is the child process of --isolate (runner.hpp): it runs the one
 // pair JOB describes and prints its record; nothing else on the command line is read.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "model/errors.hpp"
+#include "harness/kv_cache_files.hpp"
 #include "harness/npy.hpp"
 
 namespace faprobe::cli {
@@ -30,12 +36,24 @@ void save_case(const Implementation& impl, const Case& c, const std::string& dir
   prepared->timed_run();
   const AttentionInputs* inputs = prepared->host_inputs();
   if (!inputs) throw UsageError(fmt::format("--save: {} does not expose its inputs on the host", impl.name()));
+  std::vector<std::string> names{"q.npy"};
   write_npy(directory + "/q.npy", inputs->q);
-  write_npy(directory + "/k.npy", inputs->k);
-  write_npy(directory + "/v.npy", inputs->v);
+  // K/V files of another layout left by an earlier --save into the same directory would be read with these
+  // (scripts/check_npy.py takes k.npy when it is there, a pool when block_table.npy is), so they go first.
+  for (const char* stale : {"k.npy", "v.npy", "k_cache.npy", "v_cache.npy", "block_table.npy", "cache_seqlens.npy"}) {
+    std::filesystem::remove(directory + "/" + stale);
+  }
+  if (c.paged() || c.varlen()) {  // no (batch, seq_k, ...) K and V: the cache flash_attn_with_kvcache takes
+    for (std::string& name : save_kv_cache(directory, c, *inputs)) names.push_back(std::move(name));
+  } else {
+    write_npy(directory + "/k.npy", inputs->k);
+    write_npy(directory + "/v.npy", inputs->v);
+    names.insert(names.end(), {"k.npy", "v.npy"});
+  }
   write_npy(directory + "/o.npy", prepared->output());
   std::ofstream(directory + "/case.json") << nlohmann::json{{"impl", impl.name()}, {"case", c}}.dump(2) << "\n";
-  fmt::print(stderr, "saved q.npy k.npy v.npy o.npy case.json to {}\n", directory);
+  names.insert(names.end(), {"o.npy", "case.json"});
+  fmt::print(stderr, "saved {} to {}\n", fmt::join(names, " "), directory);
 }
 
 int run_run(RunCommandOptions& options) {
@@ -50,17 +68,13 @@ int run_run(RunCommandOptions& options) {
                                  plan.cases.size()));
   }
   const Case& c = plan.cases.front();
-  if (!options.save_dir.empty() && (c.paged() || c.varlen())) {
-    throw UsageError("--save writes (batch, seq, heads, head_dim) tensors, which a paged or variable-length K/V "
-                     "has not; drop --page-size / --seqlens");
-  }
   RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/true);
   run.show_unsupported = true;
   const RunSummary summary = run_and_report(plan, run);
   if (!options.save_dir.empty() && !summary.records.empty()) {
     const Record& record = summary.records.back();
     if (record.status == Status::ok || record.status == Status::mismatch) {
-      save_case(*find_implementation(plan.impls.front()), plan.cases.front(), options.save_dir);
+      save_case(*find_implementation(plan.impls.front()), c, options.save_dir);
     } else {
       fmt::print(stderr, "--save: nothing saved, the case did not run ({})\n", record.reason);
     }
@@ -74,7 +88,9 @@ void setup_run(CLI::App& app, int& exit_status) {
   auto options = std::make_shared<RunCommandOptions>();
   CLI::App* sub = app.add_subcommand("run", "one implementation on one case; --save DIR writes q/k/v/o as .npy");
   add_case_options(*sub, options->settings, options->output);
-  sub->add_option("--save", options->save_dir, "directory for q.npy k.npy v.npy o.npy and case.json");
+  sub->add_option("--save", options->save_dir,
+                  "directory for q.npy k.npy v.npy o.npy and case.json (paged or variable-length: k_cache.npy "
+                  "v_cache.npy [block_table.npy] cache_seqlens.npy instead of k.npy v.npy)");
   sub->add_option("--isolated-child", options->isolated_child_job)->group("");  // hidden: see the top
   sub->callback([options, &exit_status] { exit_status = run_run(*options); });
 }

@@ -1,18 +1,27 @@
 // faprobe verify: correctness only. With axes (or the embedded configs/ci-verify.json) it runs every
 // available implementation once per case and checks it; with --q --k --v --o it checks an output that
-// another program produced from those inputs. Exit 1 on any mismatch.
+// another program produced from those inputs, and with --q --k-cache --v-cache [--block-table]
+// --cache-seqlens --o one produced from a KV cache (kv_cache_files.hpp). Exit 1 on any mismatch, and on any
+// NaN or Inf in the inputs the reference reads or in the output: a check of such files cannot pass.
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "default_config.hpp"
 #include "harness/input_file.hpp"
+#include "harness/kv_cache_files.hpp"
 #include "model/errors.hpp"
 #include "harness/npy.hpp"
 #include "reference/check.hpp"
@@ -24,11 +33,91 @@ namespace {
 struct VerifyOptions {
   SettingsOptions settings;
   OutputOptions output;
-  std::string q, k, v, o;  // an output produced elsewhere
-  CLI::Option* files_option = nullptr;
+  std::string q, k, v, o;                                    // an output produced elsewhere from Q, K, V ...
+  std::string k_cache, v_cache, block_table, cache_seqlens;  // ... or from Q and a KV cache
+  bool any_file() const {
+    return !q.empty() || !k.empty() || !v.empty() || !o.empty() || !k_cache.empty() || !v_cache.empty() ||
+           !block_table.empty() || !cache_seqlens.empty();
+  }
 };
 
 constexpr std::uint64_t kMaxCaseFileBytes = std::uint64_t(1) << 20;  // case.json is a few hundred bytes
+
+// Only --mask and --dtype may accompany files: the shapes come from the files.
+void check_file_flags(const SettingsSource& source, std::string_view files) {
+  for (const auto& [key, value] : source.values()) {
+    if (key != "mask" && key != "dtype" && key != "verify") {
+      throw UsageError(fmt::format("{} cannot be combined with {} (shapes come from the files; allowed: --mask, "
+                                   "--dtype)", value.origin, files));
+    }
+  }
+}
+
+// The case.json that `faprobe run --save` writes beside o.npy, when there is one.
+struct SavedCase {
+  std::string path;
+  Case c;
+};
+std::optional<SavedCase> read_saved_case(const std::string& output_path) {
+  const std::filesystem::path path = std::filesystem::path(output_path).parent_path() / "case.json";
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  try {
+    const std::string text = read_text_file(path.string(), "", kMaxCaseFileBytes);
+    return SavedCase{path.string(), nlohmann::json::parse(text).at("case").get<Case>()};
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw UsageError(fmt::format("{}: not a faprobe case file: {}", path.string(), error.what()));
+  }
+}
+
+// --mask and --dtype override what the files and case.json say.
+void apply_flags(const SettingsSource& source, Case& c) {
+  if (const auto it = source.values().find("mask"); it != source.values().end()) {
+    c.mask = parse_mask(it->second.text, it->second.origin);
+  }
+  if (const auto it = source.values().find("dtype"); it != source.values().end()) {
+    c.dtype = parse_dtype(it->second.text, it->second.origin);
+  }
+}
+
+std::string value_text(double value) { return std::isnan(value) ? "NaN" : value > 0 ? "Inf" : "-Inf"; }
+
+// "--k k.npy: NaN at [0, 17, 1, 5] (batch, seq, head, dim)": the first non-finite element of a file.
+std::string non_finite_note(std::string_view flag, const std::string& path, double value,
+                            std::array<std::int64_t, 4> index, std::string_view axes = "batch, seq, head, dim") {
+  return fmt::format("{} {}: {} at [{}] ({})", flag, path, value_text(value), fmt::join(index, ", "), axes);
+}
+
+// The first NaN or ±Inf in --o, anywhere: every output row must be finite (a row that sees no key is zero).
+std::string non_finite_output(const HostTensor& o, const std::string& path) {
+  const std::int64_t at = first_non_finite(o);
+  if (at < 0) return "";
+  const std::int64_t d = at % o.head_dim(), h = at / o.head_dim() % o.heads(),
+                     s = at / o.row_stride() % o.seq(), b = at / (o.row_stride() * o.seq());
+  return non_finite_note("--o", path, double(o.get(at)), {b, s, h, d});
+}
+
+// A check that cannot pass: inputs or output hold NaN or Inf. Nothing is compared, so nothing is counted.
+VerifyResult not_finite(std::string note) {
+  VerifyResult result;
+  result.note = std::move(note);
+  return result;
+}
+
+int report(const VerifyOptions& options, const Case& c, const VerifyResult& result) {
+  Record record;
+  record.impl = "external";
+  record.device = "files";
+  record.c = c;
+  record.verify = result;
+  record.status = result.passed ? Status::ok : Status::mismatch;
+  record.reason = result.note;
+  TableWriter(std::cout).write(record);
+  if (!options.output.json.empty()) write_json(options.output.json, run_metadata(nullptr), {record});
+  if (!options.output.out_jsonl.empty()) JsonlWriter(options.output.out_jsonl).write(record);
+  return result.passed ? kExitOk : kExitFailed;
+}
 
 int verify_files(const VerifyOptions& options) {
   for (const auto& [flag, path] : {std::pair{"--q", &options.q}, {"--k", &options.k}, {"--v", &options.v},
@@ -39,12 +128,7 @@ int verify_files(const VerifyOptions& options) {
                    o = read_npy(options.o, "--o");
   check_attention_shapes(q, k, v, o);
   const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
-  for (const auto& [key, value] : source.values()) {
-    if (key != "mask" && key != "dtype" && key != "verify") {
-      throw UsageError(fmt::format("{} cannot be combined with --q/--k/--v/--o (shapes come from the files; "
-                                   "allowed: --mask, --dtype)", value.origin));
-    }
-  }
+  check_file_flags(source, "--q/--k/--v/--o");
   Case c;
   c.batch = q.batch();
   c.seq_q = q.seq();
@@ -54,45 +138,119 @@ int verify_files(const VerifyOptions& options) {
   c.kv_heads = k.heads();
   c.dtype = o.dtype();  // the precision the tolerance assumes; --dtype overrides (bf16 saved as float32)
   // `faprobe run --save` writes case.json beside o.npy: its dtype and mask are the defaults here.
-  const std::filesystem::path saved_case = std::filesystem::path(options.o).parent_path() / "case.json";
-  if (std::filesystem::exists(saved_case)) {
-    try {
-      const Case saved =
-          nlohmann::json::parse(read_text_file(saved_case.string(), "", kMaxCaseFileBytes)).at("case").get<Case>();
-      c.dtype = saved.dtype;
-      c.mask = saved.mask;
-      fmt::print(stderr, "verify: dtype {} and mask {} from {} (flags override)\n", to_string(c.dtype),
-                 to_string(c.mask), saved_case.string());
-    } catch (const UsageError&) {
-      throw;
-    } catch (const std::exception& error) {
-      throw UsageError(fmt::format("{}: not a faprobe case file: {}", saved_case.string(), error.what()));
+  if (const auto saved = read_saved_case(options.o)) {
+    c.dtype = saved->c.dtype;
+    c.mask = saved->c.mask;
+    fmt::print(stderr, "verify: dtype {} and mask {} from {} (flags override)\n", to_string(c.dtype),
+               to_string(c.mask), saved->path);
+  }
+  apply_flags(source, c);
+  c.validate();
+  const TensorInputs inputs(q, k, v);
+  if (const auto bad = first_non_finite(c, inputs)) {
+    const auto& [flag, path] = bad->tensor == TensorId::q   ? std::pair{"--q", &options.q}
+                               : bad->tensor == TensorId::k ? std::pair{"--k", &options.k}
+                                                            : std::pair{"--v", &options.v};
+    return report(options, c, not_finite(non_finite_note(flag, *path, bad->value, {bad->b, bad->s, bad->h, bad->d})));
+  }
+  if (std::string note = non_finite_output(o, options.o); !note.empty()) return report(options, c, not_finite(note));
+  return report(options, c, check_output(c, inputs, o));
+}
+
+// verify --q --k-cache --v-cache [--block-table] --cache-seqlens --o: the files `run --save` writes for a paged
+// or variable-length case, or flash_attn_with_kvcache's arguments saved by another program (kv_cache_files.hpp).
+int verify_cache_files(const VerifyOptions& options) {
+  for (const auto& [flag, path] : {std::pair{"--q", &options.q}, {"--k-cache", &options.k_cache},
+                                   {"--v-cache", &options.v_cache}, {"--cache-seqlens", &options.cache_seqlens},
+                                   {"--o", &options.o}}) {
+    if (path->empty()) {
+      throw UsageError(fmt::format("verify with a KV cache needs --q, --k-cache, --v-cache, --cache-seqlens and --o "
+                                   "(--block-table for a paged pool); {} is missing", flag));
     }
   }
-  if (const auto it = source.values().find("mask"); it != source.values().end()) {
-    c.mask = parse_mask(it->second.text, it->second.origin);
+  KvCacheArrays arrays{read_npy(options.q, "--q"), read_npy(options.k_cache, "--k-cache"),
+                       read_npy(options.v_cache, "--v-cache"), read_npy(options.o, "--o"), std::nullopt,
+                       read_npy_int32(options.cache_seqlens, "--cache-seqlens", 1, "(batch,)")};
+  if (!options.block_table.empty()) {
+    arrays.block_table = read_npy_int32(options.block_table, "--block-table", 2, "(batch, max_blocks_per_seq)");
   }
-  if (const auto it = source.values().find("dtype"); it != source.values().end()) {
-    c.dtype = parse_dtype(it->second.text, it->second.origin);
+  check_kv_cache(arrays);
+  const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
+  check_file_flags(source, "--q/--k-cache/--v-cache/--o");
+  Case c = kv_cache_case(arrays);
+  c.dtype = arrays.o.dtype();
+  c.mode = c.seq_q == 1 ? Mode::decode : Mode::prefill;
+  if (const auto saved = read_saved_case(options.o)) {
+    // The saved case says whether the cache is a pool; --block-table must agree (kv_cache_files.hpp).
+    if (saved->c.paged() && !arrays.paged()) {
+      throw UsageError(fmt::format("--block-table is missing: {} says the case is paged (page_size {}), so "
+                                   "--k-cache is a pool", saved->path, saved->c.page_size));
+    }
+    if (!saved->c.paged() && arrays.paged()) {
+      throw UsageError(fmt::format("--block-table: {} says the case is not paged, so --k-cache is a padded cache, "
+                                   "which takes no block table", saved->path));
+    }
+    if (saved->c.page_size != c.page_size) {
+      throw UsageError(fmt::format("--k-cache: pages of {} keys, but {} says page_size {}", c.page_size, saved->path,
+                                   saved->c.page_size));
+    }
+    if (saved->c.mode == Mode::decode && c.seq_q != 1) {
+      throw UsageError(fmt::format("--q: {} says mode decode (one query row), but --q has seq_q {}", saved->path,
+                                   c.seq_q));
+    }
+    c.dtype = saved->c.dtype;
+    c.mask = saved->c.mask;
+    c.mode = saved->c.mode;
+    fmt::print(stderr, "verify: dtype {}, mask {} and mode {} from {} (flags override dtype and mask)\n",
+               to_string(c.dtype), to_string(c.mask), to_string(c.mode), saved->path);
   }
+  if (c.varlen() && c.mode != Mode::decode) {
+    throw UsageError(fmt::format("--cache-seqlens: the entries' lengths differ, which faprobe's case takes in decode "
+                                 "only (one query row), but --q has seq_q {}", c.seq_q));
+  }
+  apply_flags(source, c);
   c.validate();
-  Record record;
-  record.impl = "external";
-  record.device = "files";
-  record.c = c;
-  record.verify = check_output(c, TensorInputs(q, k, v), o);
-  record.status = record.verify->passed ? Status::ok : Status::mismatch;
-  record.reason = record.verify->note;
-  TableWriter(std::cout).write(record);
-  if (!options.output.json.empty()) write_json(options.output.json, run_metadata(nullptr), {record});
-  if (!options.output.out_jsonl.empty()) JsonlWriter(options.output.out_jsonl).write(record);
-  return record.verify->passed ? kExitOk : kExitFailed;
+  const CacheInputs inputs(arrays.q, arrays.k_cache, arrays.v_cache,
+                           arrays.paged() ? arrays.block_table->values : std::vector<std::int32_t>{},
+                           arrays.blocks_per_seq());
+  if (const auto bad = first_non_finite(c, inputs)) {
+    if (bad->tensor == TensorId::q) {
+      return report(options, c,
+                    not_finite(non_finite_note("--q", options.q, bad->value, {bad->b, bad->s, bad->h, bad->d})));
+    }
+    const bool is_k = bad->tensor == TensorId::k;
+    const std::string_view flag = is_k ? "--k-cache" : "--v-cache";
+    const std::string& path = is_k ? options.k_cache : options.v_cache;
+    const auto [first, row] = inputs.cache_row(bad->b, bad->s);
+    std::string note = non_finite_note(flag, path, bad->value, {first, row, bad->h, bad->d},
+                                       inputs.paged() ? "block, row, head, dim" : "batch, seq, head, dim");
+    if (inputs.paged()) note += fmt::format(", key {} of batch entry {}", bad->s, bad->b);
+    return report(options, c, not_finite(std::move(note)));
+  }
+  if (std::string note = non_finite_output(arrays.o, options.o); !note.empty()) {
+    return report(options, c, not_finite(note));
+  }
+  return report(options, c, check_output(c, inputs, arrays.o));
+}
+
+// K and V come one way or the other: --k/--v tensors, or --k-cache/--v-cache with their index arrays.
+int verify_given_files(const VerifyOptions& options) {
+  const char* tensor_flag = !options.k.empty() ? "--k" : !options.v.empty() ? "--v" : nullptr;
+  const char* cache_flag = !options.k_cache.empty()         ? "--k-cache"
+                           : !options.v_cache.empty()       ? "--v-cache"
+                           : !options.block_table.empty()   ? "--block-table"
+                           : !options.cache_seqlens.empty() ? "--cache-seqlens"
+                                                            : nullptr;
+  if (tensor_flag && cache_flag) {
+    throw UsageError(fmt::format("{} cannot be combined with {}: K and V are either --k/--v tensors or a KV cache "
+                                 "(--k-cache, --v-cache, --cache-seqlens, --block-table when paged)",
+                                 tensor_flag, cache_flag));
+  }
+  return cache_flag ? verify_cache_files(options) : verify_files(options);
 }
 
 int run_verify(VerifyOptions& options) {
-  if (!options.q.empty() || !options.k.empty() || !options.v.empty() || !options.o.empty()) {
-    return verify_files(options);
-  }
+  if (options.any_file()) return verify_given_files(options);
   const SettingsSource source = settings_source(options.settings, kDefaultVerifyConfig, kDefaultVerifyConfigName);
   Plan plan = make_plan(source);
   narrow_to_this_machine(plan, /*verify=*/true);
@@ -134,6 +292,13 @@ void setup_verify(CLI::App& app, int& exit_status) {
   sub->add_option("--k", options->k, "key .npy (batch, seq_k, kv_heads, head_dim)");
   sub->add_option("--v", options->v, "value .npy, shaped like --k");
   sub->add_option("--o", options->o, "output .npy to check, shaped like --q");
+  sub->add_option("--k-cache", options->k_cache,
+                  "instead of --k: key cache .npy, padded (batch, max_seq_k, kv_heads, head_dim) or, with "
+                  "--block-table, a pool (num_blocks, page_size, kv_heads, head_dim)");
+  sub->add_option("--v-cache", options->v_cache, "instead of --v: value cache .npy, shaped like --k-cache");
+  sub->add_option("--block-table", options->block_table,
+                  "paged: int32 .npy (batch, max_blocks_per_seq), each entry's pool blocks in order");
+  sub->add_option("--cache-seqlens", options->cache_seqlens, "int32 .npy (batch,): each entry's key length");
   sub->callback([options, &exit_status] { exit_status = run_verify(*options); });
 }
 

@@ -205,13 +205,22 @@ class HeaderParser {
 };
 
 struct ArrayHeader {
-  DType dtype = DType::fp32;
+  std::string descr;  // one of the reader's descrs
   std::vector<std::int64_t> shape;
   std::uint64_t data_bytes = 0;
 };
 
+// What one reader takes: its descrs and their element sizes, its number of dimensions, and the words its
+// messages use for them.
+struct ArrayKind {
+  std::vector<std::pair<std::string_view, std::size_t>> descrs;  // descr -> bytes per element
+  std::string_view allowed;                                      // "allowed: float32 '<f4', float16 '<f2'"
+  std::size_t dims = 4;
+  std::string_view expected;  // "a 4-D array (batch, seq, heads, head_dim)"
+};
+
 // Turns the parsed dict into what the reader needs, or says what is not supported.
-ArrayHeader interpret_header(const PyValue& dict, const Source& source) {
+ArrayHeader interpret_header(const PyValue& dict, const ArrayKind& kind, const Source& source) {
   const PyValue* descr = nullptr;
   const PyValue* fortran_order = nullptr;
   const PyValue* shape = nullptr;
@@ -235,15 +244,16 @@ ArrayHeader interpret_header(const PyValue& dict, const Source& source) {
 
   ArrayHeader header;
   if (descr->kind != PyValue::Kind::string) {
-    source.fail(fmt::format("structured dtypes are not supported ({})", kAllowedDtypes));
+    source.fail(fmt::format("structured dtypes are not supported ({})", kind.allowed));
   }
-  if (descr->text == "<f4") {
-    header.dtype = DType::fp32;
-  } else if (descr->text == "<f2") {
-    header.dtype = DType::fp16;
-  } else {
-    source.fail(fmt::format("dtype '{}' is not supported ({})", printable(descr->text), kAllowedDtypes));
+  std::size_t element_bytes = 0;
+  for (const auto& [name, bytes] : kind.descrs) {
+    if (descr->text == name) element_bytes = bytes;
   }
+  if (element_bytes == 0) {
+    source.fail(fmt::format("dtype '{}' is not supported ({})", printable(descr->text), kind.allowed));
+  }
+  header.descr = descr->text;
 
   if (fortran_order->kind != PyValue::Kind::boolean) {
     source.fail("malformed header dict ('fortran_order' is not True or False)");
@@ -258,10 +268,8 @@ ArrayHeader interpret_header(const PyValue& dict, const Source& source) {
     header.shape.push_back(dim.integer);
   }
   const std::string shown = shape_text(header.shape);
-  if (header.shape.size() != 4) {
-    source.fail(fmt::format("expected a 4-D array (batch, seq, heads, head_dim), got shape {}", shown));
-  }
-  std::uint64_t bytes = dtype_bytes(header.dtype);
+  if (header.shape.size() != kind.dims) source.fail(fmt::format("expected {}, got shape {}", kind.expected, shown));
+  std::uint64_t bytes = element_bytes;
   // The tensor's element count is an int64 and its byte count a size_t: keep both in range.
   constexpr auto kMaxBytes = std::uint64_t(std::numeric_limits<std::int64_t>::max());
   for (std::int64_t dim : header.shape) {
@@ -280,13 +288,14 @@ std::uint32_t little_endian(const unsigned char* bytes, std::size_t count) {
   return value;
 }
 
-// The version 1.0 header of a 4-D array, padded so that the data starts at a multiple of kAlign.
-std::string npy_header(std::string_view descr, const HostTensor& t) {
-  std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr, shape_text(t));
+// The version 1.0 header of an array, padded so that the data starts at a multiple of kAlign.
+std::string npy_header(std::string_view descr, const std::vector<std::int64_t>& shape) {
+  std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr, shape_text(shape));
   const std::size_t unpadded = kPreambleV1 + dict.size() + 1;  // + the final '\n'
   dict.append((kAlign - unpadded % kAlign) % kAlign, ' ');
   dict += '\n';
-  // A 4-D shape prints in under 100 characters, so version 1.0's uint16 length always suffices.
+  // A shape of at most 4 dimensions prints in under 100 characters, so version 1.0's uint16 length always
+  // suffices.
   const auto length = static_cast<std::uint16_t>(dict.size());
   std::string out(kMagic);
   out += '\x01';  // major version
@@ -296,36 +305,21 @@ std::string npy_header(std::string_view descr, const HostTensor& t) {
   return out + dict;
 }
 
-}  // namespace
-
-void write_npy(const std::string& path, const HostTensor& tensor) {
-  const bool widen = tensor.dtype() == DType::bf16 || tensor.dtype() == DType::fp8_e4m3;
-  const std::string header = npy_header(tensor.dtype() == DType::fp16 ? "<f2" : "<f4", tensor);
-
+std::ofstream open_for_writing(const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  const auto count = std::size_t(tensor.elements());
-  if (!widen) {
-    out.write(tensor.data<char>(), static_cast<std::streamsize>(count * dtype_bytes(tensor.dtype())));
-  } else {
-    // bf16 -> fp32 and dequantized e4m3 -> fp32 are exact; widen a chunk at a time so that saving never
-    // doubles the tensor's memory.
-    std::vector<float> chunk(std::min<std::size_t>(count, 1 << 16));
-    for (std::size_t done = 0; done < count && out;) {
-      const std::size_t n = std::min(chunk.size(), count - done);
-      for (std::size_t i = 0; i < n; ++i) chunk[i] = tensor.get(std::int64_t(done + i));
-      out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(n * sizeof(float)));
-      done += n;
-    }
-  }
+  return out;
+}
+
+void finish_writing(std::ofstream& out, const std::string& path) {
   out.close();
   if (!out) throw std::runtime_error(fmt::format("error writing {}: {}", path, std::strerror(errno)));
 }
 
-HostTensor read_npy(const std::string& path, std::string_view flag) {
-  const Source source(flag, path);
-  InputFile in(path, flag);  // a regular file, or a UsageError that names the flag
+// Reads the preamble and header of `in` and checks them against `kind`, and checks that the data that
+// follows is exactly what the shape needs, all before the caller allocates anything; `in` is then at the
+// first data byte. Both readers go through here, so both get every check.
+ArrayHeader read_header(InputFile& in, const ArrayKind& kind, const Source& source) {
   const std::uint64_t file_bytes = in.size();
 
   // Preamble: magic, version, header length.
@@ -359,7 +353,7 @@ HostTensor read_npy(const std::string& path, std::string_view flag) {
   std::string header_text(header_bytes, '\0');
   if (!in.read(header_text.data(), header_bytes)) source.fail("cannot read the header");
 
-  const ArrayHeader header = interpret_header(HeaderParser(header_text, source).parse_dict(), source);
+  ArrayHeader header = interpret_header(HeaderParser(header_text, source).parse_dict(), kind, source);
 
   // Check the data's size before allocating: a garbage shape must not become a huge allocation.
   const std::uint64_t found = file_bytes - preamble_bytes - header_bytes;
@@ -370,9 +364,85 @@ HostTensor read_npy(const std::string& path, std::string_view flag) {
     source.fail(fmt::format("file has {} bytes after the header, but shape {} needs {} (trailing data)", found,
                             shape_text(header.shape), header.data_bytes));
   }
-  HostTensor tensor(header.dtype, header.shape[0], header.shape[1], header.shape[2], header.shape[3]);
+  return header;
+}
+
+}  // namespace
+
+void write_npy(const std::string& path, const HostTensor& tensor) {
+  write_npy(path, tensor, {tensor.batch(), tensor.seq(), tensor.heads(), tensor.head_dim()});
+}
+
+void write_npy(const std::string& path, const HostTensor& tensor, const std::vector<std::int64_t>& shape) {
+  std::int64_t elements = 1;
+  for (std::int64_t dim : shape) elements *= dim;
+  if (shape.size() != 4 || elements != tensor.elements()) {
+    throw std::logic_error(fmt::format("write_npy {}: shape {} does not hold the tensor's {} elements", path,
+                                       shape_text(shape), tensor.elements()));
+  }
+  const bool widen = tensor.dtype() == DType::bf16 || tensor.dtype() == DType::fp8_e4m3;
+  const std::string header = npy_header(tensor.dtype() == DType::fp16 ? "<f2" : "<f4", shape);
+
+  std::ofstream out = open_for_writing(path);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  const auto count = std::size_t(tensor.elements());
+  if (!widen) {
+    out.write(tensor.data<char>(), static_cast<std::streamsize>(count * dtype_bytes(tensor.dtype())));
+  } else {
+    // bf16 -> fp32 and dequantized e4m3 -> fp32 are exact; widen a chunk at a time so that saving never
+    // doubles the tensor's memory.
+    std::vector<float> chunk(std::min<std::size_t>(count, 1 << 16));
+    for (std::size_t done = 0; done < count && out;) {
+      const std::size_t n = std::min(chunk.size(), count - done);
+      for (std::size_t i = 0; i < n; ++i) chunk[i] = tensor.get(std::int64_t(done + i));
+      out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(n * sizeof(float)));
+      done += n;
+    }
+  }
+  finish_writing(out, path);
+}
+
+void write_npy_int32(const std::string& path, const Int32Array& array) {
+  std::int64_t elements = 1;
+  for (std::int64_t dim : array.shape) elements *= dim;
+  if (array.shape.empty() || array.shape.size() > 2 || elements != std::int64_t(array.values.size())) {
+    throw std::logic_error(fmt::format("write_npy_int32 {}: shape {} does not hold {} values", path,
+                                       shape_text(array.shape), array.values.size()));
+  }
+  const std::string header = npy_header("<i4", array.shape);
+  std::ofstream out = open_for_writing(path);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(reinterpret_cast<const char*>(array.values.data()),
+            static_cast<std::streamsize>(array.values.size() * sizeof(std::int32_t)));
+  finish_writing(out, path);
+}
+
+HostTensor read_npy(const std::string& path, std::string_view flag) {
+  static const ArrayKind kTensor{{{"<f4", 4}, {"<f2", 2}}, kAllowedDtypes, 4,
+                                 "a 4-D array (batch, seq, heads, head_dim)"};
+  const Source source(flag, path);
+  InputFile in(path, flag);  // a regular file, or a UsageError that names the flag
+  const ArrayHeader header = read_header(in, kTensor, source);
+  const DType dtype = header.descr == "<f2" ? DType::fp16 : DType::fp32;
+  HostTensor tensor(dtype, header.shape[0], header.shape[1], header.shape[2], header.shape[3]);
   if (!in.read(tensor.data<char>(), header.data_bytes)) source.fail("read error in the data");
   return tensor;
+}
+
+Int32Array read_npy_int32(const std::string& path, std::string_view flag, std::size_t dims, std::string_view axes) {
+  if (dims != 1 && dims != 2) throw std::logic_error("read_npy_int32 reads 1-D and 2-D arrays only");
+  // flash-attention's cache_seqlens and block_table are torch.int32; NumPy's default integer is int64, so
+  // '<i8' is the likely mistake and the message says how to convert.
+  const std::string expected = fmt::format("a {}-D array {}", dims, axes);
+  const ArrayKind kind{{{"<i4", 4}}, "allowed: int32 '<i4'; save a.astype(numpy.int32)", dims, expected};
+  const Source source(flag, path);
+  InputFile in(path, flag);
+  const ArrayHeader header = read_header(in, kind, source);
+  Int32Array array;
+  array.shape = header.shape;
+  array.values.resize(std::size_t(header.data_bytes / sizeof(std::int32_t)));
+  if (!in.read(reinterpret_cast<char*>(array.values.data()), header.data_bytes)) source.fail("read error in the data");
+  return array;
 }
 
 void check_attention_shapes(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor& o) {

@@ -1,4 +1,5 @@
-// NumPy .npy files for attention tensors: `faprobe run --save` writes q/k/v/o, and `faprobe verify --q F
+// NumPy .npy files for attention tensors: `faprobe run --save` writes q/k/v/o (or, for a paged or
+// variable-length case, the KV cache and its index arrays: kv_cache_files.hpp), and `faprobe verify --q F
 // --k F --v F --o F` reads outputs produced elsewhere. Written by hand against the format specification
 // (numpy.lib.format): the magic "\x93NUMPY", a major and a minor version byte, the header length
 // (little-endian uint16 in version 1.0, uint32 in 2.0 and 3.0), then a Python dict literal such as
@@ -6,12 +7,18 @@
 // padded with spaces and ending in '\n' so that the data starts at a multiple of 64 bytes, then the data
 // in C order.
 //
-// Only 4-D (batch, seq, heads, head_dim) little-endian float32 and float16 arrays are read; everything
-// else, and any malformed file, is a UsageError naming the flag and the file. The reader bounds-checks
-// every field against the file's size before it allocates, so garbage input never crashes it.
+// Tensors: only 4-D (batch, seq, heads, head_dim) little-endian float32 and float16 arrays are read. Index
+// arrays (a block table, cache lengths): only 1-D or 2-D little-endian int32, by a reader of their own, so
+// that neither reader takes what the other expects. Everything else, and any malformed file, is a
+// UsageError naming the flag and the file. Both readers bound the header, check every field against the
+// file's size and the data's size against the shape before they allocate, so garbage input never crashes
+// them.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "model/tensor.hpp"
 
@@ -22,10 +29,25 @@ namespace faprobe {
 // (code · scale, exact) in '<f4', since NumPy has no e4m3 either. Throws std::runtime_error naming the
 // file when it cannot be written.
 void write_npy(const std::string& path, const HostTensor& tensor);
+// The same data under another 4-D shape of as many elements: a paged pool, stored as (1, pages · page_size,
+// kv_heads, head_dim) rows, is written as (pages, page_size, kv_heads, head_dim).
+void write_npy(const std::string& path, const HostTensor& tensor, const std::vector<std::int64_t>& shape);
+
+// A C-order int32 array: block tables and lengths, which flash-attention takes as torch.int32.
+struct Int32Array {
+  std::vector<std::int64_t> shape;  // 1 or 2 dimensions
+  std::vector<std::int32_t> values;
+};
+// Writes `array` as '<i4'; throws std::runtime_error naming the file when it cannot be written.
+void write_npy_int32(const std::string& path, const Int32Array& array);
 
 // Reads a 4-D C-order '<f4' (-> fp32) or '<f2' (-> fp16) array. `flag` is the command-line flag the
 // path came from ("--q"); it and the path start every error message: "--q q.npy: <what is wrong>".
 HostTensor read_npy(const std::string& path, std::string_view flag);
+
+// Reads a C-order '<i4' array of exactly `dims` (1 or 2) dimensions, none of them zero; `axes` names them
+// in the message for a wrong shape ("(batch,)"). Errors start like read_npy's: "--block-table F: ...".
+Int32Array read_npy_int32(const std::string& path, std::string_view flag, std::size_t dims, std::string_view axes);
 
 // Checks that the four tensors of `faprobe verify` describe one attention problem: q (B, Sq, H, D);
 // k and v (B, Sk, Hkv, D), identical; o shaped like q; H % Hkv == 0. Throws UsageError naming the flags

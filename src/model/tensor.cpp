@@ -1,5 +1,6 @@
 #include "model/tensor.hpp"
 
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <utility>
@@ -58,6 +59,13 @@ std::vector<double> HostTensor::row(std::int64_t b, std::int64_t s, std::int64_t
     for (std::int64_t c = 0; c < head_dim_; ++c) values[std::size_t(c)] = double(E::to_float(source[c]));
   });
   return values;
+}
+
+std::int64_t first_non_finite(const HostTensor& tensor) {
+  for (std::int64_t i = 0; i < tensor.elements(); ++i) {
+    if (!std::isfinite(tensor.get(i))) return i;
+  }
+  return -1;
 }
 
 void fill_input(HostTensor& tensor, std::uint64_t seed, TensorId id) {

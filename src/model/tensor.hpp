@@ -45,6 +45,9 @@ class HostTensor {
   HostAllocation storage_;
 };
 
+// The flat index of the first element that is NaN or ±Inf, or -1 when every element is finite.
+std::int64_t first_non_finite(const HostTensor& tensor);
+
 // Allocates and fills Q, K, V of a case with the counter-based generator, rounded to the dtype. K and V are
 // stored in the case's layout: (batch, seq_k, kv_heads, head_dim) for a contiguous equal-length case, else
 // (1, layout.rows, kv_heads, head_dim) rows that layout.storage_row(b, key) finds.
