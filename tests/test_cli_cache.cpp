@@ -40,12 +40,13 @@ std::string cache_files(const std::string& dir, bool paged,
   if (paged) flags.emplace_back("--block-table", dir + "/block_table.npy");
   flags.emplace_back("--cache-seqlens", dir + "/cache_seqlens.npy");
   flags.emplace_back("--o", dir + "/o.npy");
-  for (const auto& [flag, file] : changes) {
-    const auto at = std::find_if(flags.begin(), flags.end(), [&](const auto& given) { return given.first == flag; });
+  for (const auto& change : changes) {
+    const auto at =
+        std::find_if(flags.begin(), flags.end(), [&](const auto& given) { return given.first == change.first; });
     if (at == flags.end()) {
-      flags.emplace_back(flag, file);
+      flags.push_back(change);
     } else {
-      at->second = file;
+      at->second = change.second;
     }
   }
   std::string args;

@@ -16,7 +16,9 @@ namespace {
 // CTAs per launch at most; further rows loop in the grid stride. On the GPU 65536 CTAs are at least 15
 // waves of the smallest (one-warp) CTAs on a 132-SM H100/H200; the emulator runs CTAs one after another,
 // so a few CTAs that loop cost fewer fiber starts than one CTA per row.
+#if defined(FAPROBE_WITH_CUDA)
 constexpr unsigned gpu_max_blocks = 65536;
+#endif
 constexpr unsigned emulated_max_blocks = 8;
 
 naive::SoftmaxParams params_of(const SoftmaxArgs& args) {
