@@ -13,6 +13,7 @@
 #include "cli/options.hpp"
 #include "model/errors.hpp"
 #include "harness/npy.hpp"
+#include "harness/output_files.hpp"
 
 namespace faprobe::cli {
 namespace {
@@ -23,6 +24,8 @@ struct RunCommandOptions {
   std::string save_dir;
   std::string isolated_child_job;  // hidden: this process is an --isolate child
 };
+
+const std::vector<std::string> kSavedFiles = {"q.npy", "k.npy", "v.npy", "o.npy", "case.json"};
 
 void save_case(const Implementation& impl, const Case& c, const std::string& directory) {
   std::filesystem::create_directories(directory);
@@ -54,6 +57,7 @@ int run_run(RunCommandOptions& options) {
     throw UsageError("--save writes (batch, seq, heads, head_dim) tensors, which a paged or variable-length K/V "
                      "has not; drop --page-size / --seqlens");
   }
+  check_save_directory(options.save_dir, kSavedFiles);  // with the other outputs: before anything is measured
   RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/true);
   run.show_unsupported = true;
   const RunSummary summary = run_and_report(plan, run);

@@ -14,6 +14,7 @@
 #include "harness/input_file.hpp"
 #include "model/errors.hpp"
 #include "harness/npy.hpp"
+#include "harness/output_files.hpp"
 #include "reference/check.hpp"
 #include "harness/writers.hpp"
 
@@ -34,6 +35,9 @@ int verify_files(const VerifyOptions& options) {
                                    {"--o", &options.o}}) {
     if (path->empty()) throw UsageError(fmt::format("verify with files needs --q, --k, --v and --o; {} is missing", flag));
   }
+  // The outputs are checked before anything is read or checked (output_files.hpp).
+  const OutputTargets targets =
+      check_outputs({options.output.out_jsonl, options.output.json, options.output.csv, options.output.md});
   const HostTensor q = read_npy(options.q, "--q"), k = read_npy(options.k, "--k"), v = read_npy(options.v, "--v"),
                    o = read_npy(options.o, "--o");
   check_attention_shapes(q, k, v, o);
@@ -82,9 +86,11 @@ int verify_files(const VerifyOptions& options) {
   record.verify = check_output(c, TensorInputs(q, k, v), o);
   record.status = record.verify->passed ? Status::ok : Status::mismatch;
   record.reason = record.verify->note;
-  TableWriter(std::cout).write(record);
-  if (!options.output.json.empty()) write_json(options.output.json, run_metadata(nullptr), {record});
-  if (!options.output.out_jsonl.empty()) JsonlWriter(options.output.out_jsonl).write(record);
+  TableWriter(targets.uses_stdout() ? std::cerr : std::cout).write(record);
+  if (targets.out) JsonlWriter(std::make_unique<AppendFile>(*targets.out)).write(record);
+  if (targets.json) write_document(*targets.json, json_document(run_metadata(nullptr), {record}));
+  if (targets.csv) write_document(*targets.csv, csv_document({record}));
+  if (targets.md) write_document(*targets.md, markdown_document({record}));
   return record.verify->passed ? kExitOk : kExitFailed;
 }
 
