@@ -150,6 +150,9 @@ TEST(ResumeFile, ABadLineThatIsNotTheLastIsAnErrorNamingFileAndLine) {
   // A last line that is whole (it has its newline) but not JSON was not cut short: it is corrupt.
   EXPECT_NE(usage_error([&] { parse_resume_jsonl(first + "{\"impl\": \n", "r.jsonl"); }).find("r.jsonl:2:"),
             std::string::npos);
+  // A last line without its newline that never began as a record: not a torn write, not ours to cut.
+  EXPECT_NE(usage_error([&] { parse_resume_jsonl(first + "some notes", "r.jsonl"); }).find("r.jsonl:2: not a faprobe"),
+            std::string::npos);
   // A complete JSON value that is not a record, even without a newline.
   EXPECT_NE(usage_error([&] { parse_resume_jsonl(first + "[1, 2]", "r.jsonl"); }).find("r.jsonl:2:"),
             std::string::npos);

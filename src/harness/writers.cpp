@@ -101,9 +101,10 @@ ResumeFile parse_resume_jsonl(std::string_view bytes, const std::string& path) {
     try {
       value = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& error) {
-      // Each record is written as one line, newline last, in one write: a line without its newline that is
-      // not even JSON is a write that was cut short. Anywhere else it is a corrupt file.
-      if (!complete) {
+      // Each record is written as one line, '{' first and newline last, in one write: a line that starts as
+      // a record does but has no newline and is not even JSON is a write that was cut short. Anything else
+      // (a text file given as --out by mistake) is not ours to cut.
+      if (!complete && line[line.find_first_not_of(" \t\r")] == '{') {
         file.good_bytes = line_begin;
         file.torn_line = line_number;
         file.warning = fmt::format("{}: dropped a torn last line ({} bytes of a write that did not finish)", where,

@@ -39,8 +39,8 @@ class JsonlWriter {
 
 // A JSONL file of records as --resume reads it back, from the file's bytes alone (no file system, so that it
 // can be fuzzed): every line a record whose case passes Case::validate(), blank lines skipped. A last line
-// cut short by a crash, a kill or a full disk (no newline, not JSON) is torn: it is dropped, and the file is
-// to be cut to good_bytes. Any other bad line is a UsageError "PATH:LINE: why". Throws nothing else, on any
+// cut short by a crash, a kill or a full disk (begun with '{', no newline, not JSON) is torn: it is dropped,
+// and the file is to be cut to good_bytes. Any other bad line is a UsageError "PATH:LINE: why". Throws nothing else, on any
 // input.
 struct ResumeFile {
   std::vector<Record> records;
