@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "model/json_number.hpp"
+
 namespace faprobe {
 
 double tolerance_floor(DType dtype) {
@@ -30,8 +32,8 @@ void from_json(const nlohmann::json& in, VerifyResult& result) {
   result.max_abs_diff = in.at("max_abs_diff").get<double>();
   result.max_rel_diff = in.at("max_rel_diff").get<double>();
   result.tolerance = in.at("tolerance").get<double>();
-  result.rows_checked = in.at("rows_checked").get<std::int64_t>();
-  result.heads_checked = in.at("heads_checked").get<std::int64_t>();
+  result.rows_checked = json_int64(in.at("rows_checked"), "verify.rows_checked");
+  result.heads_checked = json_int64(in.at("heads_checked"), "verify.heads_checked");
   result.passed = in.at("passed").get<bool>();
   result.note = in.value("note", std::string());
 }

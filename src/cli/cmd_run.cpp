@@ -19,6 +19,7 @@
 #include "model/errors.hpp"
 #include "harness/kv_cache_files.hpp"
 #include "harness/npy.hpp"
+#include "harness/output_files.hpp"
 
 namespace faprobe::cli {
 namespace {
@@ -30,6 +31,16 @@ struct RunCommandOptions {
   std::string isolated_child_job;  // hidden: this process is an --isolate child
 };
 
+// K and V as tensors (a contiguous case) or as a KV cache (paged or variable-length: kv_cache_files.hpp).
+const std::vector<std::string> kKvFiles = {"k.npy", "v.npy", "k_cache.npy", "v_cache.npy", "block_table.npy",
+                                           "cache_seqlens.npy"};
+// Every file --save writes or replaces, checked before anything is measured.
+std::vector<std::string> saved_files() {
+  std::vector<std::string> names = {"q.npy", "o.npy", "case.json"};
+  names.insert(names.end(), kKvFiles.begin(), kKvFiles.end());
+  return names;
+}
+
 void save_case(const Implementation& impl, const Case& c, const std::string& directory) {
   std::filesystem::create_directories(directory);
   auto prepared = impl.prepare(c);
@@ -40,9 +51,7 @@ void save_case(const Implementation& impl, const Case& c, const std::string& dir
   write_npy(directory + "/q.npy", inputs->q);
   // K/V files of another layout left by an earlier --save into the same directory would be read with these
   // (scripts/check_npy.py takes k.npy when it is there, a pool when block_table.npy is), so they go first.
-  for (const char* stale : {"k.npy", "v.npy", "k_cache.npy", "v_cache.npy", "block_table.npy", "cache_seqlens.npy"}) {
-    std::filesystem::remove(directory + "/" + stale);
-  }
+  for (const std::string& stale : kKvFiles) std::filesystem::remove(directory + "/" + stale);
   if (c.paged() || c.varlen()) {  // no (batch, seq_k, ...) K and V: the cache flash_attn_with_kvcache takes
     for (std::string& name : save_kv_cache(directory, c, *inputs)) names.push_back(std::move(name));
   } else {
@@ -51,7 +60,8 @@ void save_case(const Implementation& impl, const Case& c, const std::string& dir
     names.insert(names.end(), {"k.npy", "v.npy"});
   }
   write_npy(directory + "/o.npy", prepared->output());
-  std::ofstream(directory + "/case.json") << nlohmann::json{{"impl", impl.name()}, {"case", c}}.dump(2) << "\n";
+  write_document(check_output("--save", directory + "/case.json", OutputUse::document),
+                 nlohmann::json{{"impl", impl.name()}, {"case", c}}.dump(2) + "\n");
   names.insert(names.end(), {"o.npy", "case.json"});
   fmt::print(stderr, "saved {} to {}\n", fmt::join(names, " "), directory);
 }
@@ -68,6 +78,7 @@ int run_run(RunCommandOptions& options) {
                                  plan.cases.size()));
   }
   const Case& c = plan.cases.front();
+  check_save_directory(options.save_dir, saved_files());  // with the other outputs: before anything is measured
   RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/true);
   run.show_unsupported = true;
   const RunSummary summary = run_and_report(plan, run);

@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "model/errors.hpp"
 #include "default_config.hpp"
 
 namespace faprobe::cli {
@@ -26,7 +27,12 @@ std::string default_out_path() {
   localtime_r(&now, &local);
   char stamp[32];
   std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
-  std::filesystem::create_directories("faprobe-out");
+  std::error_code error;
+  std::filesystem::create_directories("faprobe-out", error);
+  if (error) {
+    throw UsageError(fmt::format("cannot create faprobe-out/ for the default --out ({}); give --out FILE",
+                                 error.message()));
+  }
   return fmt::format("faprobe-out/sweep-{}.jsonl", stamp);
 }
 

@@ -24,6 +24,7 @@
 #include "harness/kv_cache_files.hpp"
 #include "model/errors.hpp"
 #include "harness/npy.hpp"
+#include "harness/output_files.hpp"
 #include "reference/check.hpp"
 #include "harness/writers.hpp"
 
@@ -105,7 +106,9 @@ VerifyResult not_finite(std::string note) {
   return result;
 }
 
-int report(const VerifyOptions& options, const Case& c, const VerifyResult& result) {
+// The record of a check of files, to the table and to every output asked for (checked before anything was
+// read: OutputTargets).
+int report(const OutputTargets& targets, const Case& c, const VerifyResult& result) {
   Record record;
   record.impl = "external";
   record.device = "files";
@@ -113,13 +116,15 @@ int report(const VerifyOptions& options, const Case& c, const VerifyResult& resu
   record.verify = result;
   record.status = result.passed ? Status::ok : Status::mismatch;
   record.reason = result.note;
-  TableWriter(std::cout).write(record);
-  if (!options.output.json.empty()) write_json(options.output.json, run_metadata(nullptr), {record});
-  if (!options.output.out_jsonl.empty()) JsonlWriter(options.output.out_jsonl).write(record);
+  TableWriter(targets.uses_stdout() ? std::cerr : std::cout).write(record);
+  if (targets.out) JsonlWriter(std::make_unique<AppendFile>(*targets.out)).write(record);
+  if (targets.json) write_document(*targets.json, json_document(run_metadata(nullptr), {record}));
+  if (targets.csv) write_document(*targets.csv, csv_document({record}));
+  if (targets.md) write_document(*targets.md, markdown_document({record}));
   return result.passed ? kExitOk : kExitFailed;
 }
 
-int verify_files(const VerifyOptions& options) {
+int verify_files(const VerifyOptions& options, const OutputTargets& targets) {
   for (const auto& [flag, path] : {std::pair{"--q", &options.q}, {"--k", &options.k}, {"--v", &options.v},
                                    {"--o", &options.o}}) {
     if (path->empty()) throw UsageError(fmt::format("verify with files needs --q, --k, --v and --o; {} is missing", flag));
@@ -151,15 +156,15 @@ int verify_files(const VerifyOptions& options) {
     const auto& [flag, path] = bad->tensor == TensorId::q   ? std::pair{"--q", &options.q}
                                : bad->tensor == TensorId::k ? std::pair{"--k", &options.k}
                                                             : std::pair{"--v", &options.v};
-    return report(options, c, not_finite(non_finite_note(flag, *path, bad->value, {bad->b, bad->s, bad->h, bad->d})));
+    return report(targets, c, not_finite(non_finite_note(flag, *path, bad->value, {bad->b, bad->s, bad->h, bad->d})));
   }
-  if (std::string note = non_finite_output(o, options.o); !note.empty()) return report(options, c, not_finite(note));
-  return report(options, c, check_output(c, inputs, o));
+  if (std::string note = non_finite_output(o, options.o); !note.empty()) return report(targets, c, not_finite(note));
+  return report(targets, c, check_output(c, inputs, o));
 }
 
 // verify --q --k-cache --v-cache [--block-table] --cache-seqlens --o: the files `run --save` writes for a paged
 // or variable-length case, or flash_attn_with_kvcache's arguments saved by another program (kv_cache_files.hpp).
-int verify_cache_files(const VerifyOptions& options) {
+int verify_cache_files(const VerifyOptions& options, const OutputTargets& targets) {
   for (const auto& [flag, path] : {std::pair{"--q", &options.q}, {"--k-cache", &options.k_cache},
                                    {"--v-cache", &options.v_cache}, {"--cache-seqlens", &options.cache_seqlens},
                                    {"--o", &options.o}}) {
@@ -215,7 +220,7 @@ int verify_cache_files(const VerifyOptions& options) {
                            arrays.blocks_per_seq());
   if (const auto bad = first_non_finite(c, inputs)) {
     if (bad->tensor == TensorId::q) {
-      return report(options, c,
+      return report(targets, c,
                     not_finite(non_finite_note("--q", options.q, bad->value, {bad->b, bad->s, bad->h, bad->d})));
     }
     const bool is_k = bad->tensor == TensorId::k;
@@ -225,12 +230,12 @@ int verify_cache_files(const VerifyOptions& options) {
     std::string note = non_finite_note(flag, path, bad->value, {first, row, bad->h, bad->d},
                                        inputs.paged() ? "block, row, head, dim" : "batch, seq, head, dim");
     if (inputs.paged()) note += fmt::format(", key {} of batch entry {}", bad->s, bad->b);
-    return report(options, c, not_finite(std::move(note)));
+    return report(targets, c, not_finite(std::move(note)));
   }
   if (std::string note = non_finite_output(arrays.o, options.o); !note.empty()) {
-    return report(options, c, not_finite(note));
+    return report(targets, c, not_finite(note));
   }
-  return report(options, c, check_output(c, inputs, arrays.o));
+  return report(targets, c, check_output(c, inputs, arrays.o));
 }
 
 // K and V come one way or the other: --k/--v tensors, or --k-cache/--v-cache with their index arrays.
@@ -246,7 +251,10 @@ int verify_given_files(const VerifyOptions& options) {
                                  "(--k-cache, --v-cache, --cache-seqlens, --block-table when paged)",
                                  tensor_flag, cache_flag));
   }
-  return cache_flag ? verify_cache_files(options) : verify_files(options);
+  // The outputs are checked before anything is read or checked (output_files.hpp).
+  const OutputTargets targets =
+      check_outputs({options.output.out_jsonl, options.output.json, options.output.csv, options.output.md});
+  return cache_flag ? verify_cache_files(options, targets) : verify_files(options, targets);
 }
 
 int run_verify(VerifyOptions& options) {

@@ -62,6 +62,9 @@ int main(int argc, char** argv) {
   } catch (const UsageError& error) {
     fmt::print(stderr, "faprobe: {}\n", error.what());
     return kExitUsage;
+  } catch (const OutputError& error) {  // a result file could not be written; the message says what is on disk
+    fmt::print(stderr, "faprobe: {}\n", error.what());
+    return kExitFailed;
   } catch (const std::exception& error) {
     fmt::print(stderr, "faprobe: error: {}\n", error.what());
     return kExitFailed;

@@ -185,6 +185,9 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   if (output.resume && output.out_jsonl.empty()) {
     throw UsageError("--resume needs --out FILE.jsonl (the records to resume from)");
   }
+  // Every output checked, --out locked and resumed, before the calibration below: that measures too, and a
+  // run that cannot keep its results should not start.
+  options.files = open_run_files(options);
   options.mem_limit = plan.measure.mem_limit.value_or(0);  // 0: each implementation's device default
   options.rates = calibrate_host(timing ? 1.0 : 0.2);
   nlohmann::json rates{{"fp32_gemm_gflops", options.rates.gemm_gflops},
@@ -224,7 +227,9 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
 
 RunSummary run_and_report(const Plan& plan, const RunOptions& options) {
   for (const std::string& note : plan.notes) fmt::print(stderr, "faprobe: note: {}\n", note);
-  const RunSummary summary = run_plan(plan, options, std::cout);
+  // With a result file on stdout ("-"), stdout carries that file alone and the table goes to stderr.
+  const bool stdout_taken = options.files && options.files->targets.uses_stdout();
+  const RunSummary summary = run_plan(plan, options, stdout_taken ? std::cerr : std::cout);
   int ok = 0;
   for (const Record& record : summary.records) ok += record.status == Status::ok;
   fmt::print(stderr, "\n{} records: {} ok, {} mismatch, {} failed, {} skipped, {} unsupported{}{}\n",
@@ -237,9 +242,13 @@ RunSummary run_and_report(const Plan& plan, const RunOptions& options) {
     fmt::print(stderr, "{}: bf16 GEMM {:.1f} TFLOP/s, copy {:.1f} GB/s\n", gpu::devices().front().name,
                options.rates.gpu_bf16_gemm_tflops, options.rates.gpu_copy_gbytes_per_s);
   }
-  for (const std::string* path : {&options.out_jsonl, &options.json_path, &options.csv_path, &options.md_path}) {
-    if (!path->empty() && *path != "-") fmt::print(stderr, "wrote {}\n", *path);
+  for (const auto& [flag, path] : {std::pair{"--out", &options.out_jsonl}, {"--json", &options.json_path},
+                                   {"--csv", &options.csv_path}, {"--md", &options.md_path}}) {
+    if (path->empty() || *path == "-") continue;
+    const auto& unwritten = summary.unwritten;
+    if (std::find(unwritten.begin(), unwritten.end(), flag) == unwritten.end()) fmt::print(stderr, "wrote {}\n", *path);
   }
+  if (!summary.output_error.empty()) fmt::print(stderr, "faprobe: {}\n", summary.output_error);
   return summary;
 }
 

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "model/json_number.hpp"
+
 namespace faprobe {
 
 std::string_view to_string(Status status) {
@@ -74,7 +76,7 @@ void from_json(const nlohmann::json& in, Record& record) {
     const auto& t = in["time_s"];
     record.time = TimeStats{t.at("median").get<double>(), t.at("mean").get<double>(), t.at("min").get<double>(),
                             t.at("max").get<double>(),    t.at("q1").get<double>(),   t.at("q3").get<double>(),
-                            t.at("stddev").get<double>(), t.at("samples").get<std::int64_t>()};
+                            t.at("stddev").get<double>(), json_int64(t.at("samples"), "time_s.samples")};
   }
   record.predicted_time_s = in.value("predicted_time_s", 0.0);
   record.bandwidth_fraction.reset();  // optional: records written before it existed have none
@@ -82,8 +84,9 @@ void from_json(const nlohmann::json& in, Record& record) {
     record.bandwidth_fraction = in["bandwidth_fraction"].get<double>();
   }
   const auto& memory = in.at("memory");
-  record.memory = {memory.at("peak_bytes").get<std::uint64_t>(), memory.at("workspace_bytes").get<std::uint64_t>(),
-                   memory.at("predicted_bytes").get<std::uint64_t>()};
+  record.memory = {json_uint64(memory.at("peak_bytes"), "memory.peak_bytes"),
+                   json_uint64(memory.at("workspace_bytes"), "memory.workspace_bytes"),
+                   json_uint64(memory.at("predicted_bytes"), "memory.predicted_bytes")};
   record.verify.reset();
   if (in.contains("verify") && in["verify"].is_object()) record.verify = in["verify"].get<VerifyResult>();
   record.details = in.value("details", nlohmann::json::object());

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "model/errors.hpp"
 #include "harness/measure.hpp"
@@ -292,7 +293,18 @@ bool runs_isolated(const Implementation& impl, const RunOptions& options) {
   return options.isolate.value_or(impl.isolate_by_default());
 }
 
+void RunSummary::count(const Record& record) {
+  switch (record.status) {
+    case Status::ok: break;
+    case Status::mismatch: ++failed_checks; break;
+    case Status::failed: ++failed_runs; break;
+    case Status::skipped: ++skipped; break;
+    case Status::unsupported: ++unsupported; break;
+  }
+}
+
 int RunSummary::exit_status() const {
+  if (!output_error.empty()) return kExitFailed;  // what the run promised to write is not all on disk
   if (interrupted) return kExitInterrupted;
   return failed_checks > 0 || failed_runs > 0 ? kExitFailed : kExitOk;
 }
@@ -397,17 +409,47 @@ void require_supported(const Plan& plan) {
         }
 }
 
+std::shared_ptr<RunFiles> open_run_files(const RunOptions& options) {
+  auto files = std::make_shared<RunFiles>();
+  // Every path is checked before any is opened, so a bad one leaves nothing behind.
+  files->targets = check_outputs({options.out_jsonl, options.json_path, options.csv_path, options.md_path});
+  const std::optional<OutputTarget>& out = files->targets.out;
+  if (options.resume && !out) throw UsageError("--resume needs --out FILE.jsonl (the records to resume from)");
+  if (options.resume && out->kind != OutputKind::regular_file) {
+    throw UsageError(fmt::format("--resume reads the records back from --out, and {} is not a file",
+                                 out->name()));
+  }
+  if (!out) return files;
+  auto file = std::make_unique<AppendFile>(*out);  // locked from here on
+  if (options.resume) {
+    const std::string bytes = file->read_all(kMaxJsonlBytes);
+    ResumeFile resumed = parse_resume_jsonl(bytes, out->path);
+    if (resumed.torn_line != 0) {
+      fmt::print(stderr, "faprobe: warning: {}\n", resumed.warning);
+      file->truncate(resumed.good_bytes);
+    }
+    if (resumed.missing_newline) {
+      if (const std::error_code error = file->append("\n")) {
+        throw OutputError(fmt::format("{}: write failed: {}", out->name(), error.message()));
+      }
+    }
+    files->resumed = std::move(resumed.records);
+  }
+  files->jsonl = std::make_unique<JsonlWriter>(std::move(file), files->resumed.size());
+  return files;
+}
+
 RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& table_out) {
+  const std::shared_ptr<RunFiles> files = options.files ? options.files : open_run_files(options);
   RunSummary summary;
   std::set<std::string> done;
-  if (options.resume && !options.out_jsonl.empty() && std::filesystem::exists(options.out_jsonl)) {
-    for (Record& record : read_jsonl(options.out_jsonl)) {
-      if (done.insert(record.key()).second) summary.records.push_back(std::move(record));
-    }
-    summary.resumed = int(summary.records.size());
+  for (const Record& record : files->resumed) {
+    if (!done.insert(record.key()).second) continue;
+    summary.count(record);  // a resumed failure is still a failure of this run's results
+    summary.records.push_back(record);
   }
-  std::unique_ptr<JsonlWriter> jsonl;
-  if (!options.out_jsonl.empty()) jsonl = std::make_unique<JsonlWriter>(options.out_jsonl);
+  summary.resumed = int(summary.records.size());
+  JsonlWriter* jsonl = files->jsonl.get();
 
   if (plan.measure.threads > 0) omp_set_num_threads(plan.measure.threads);
   TableWriter table(table_out);
@@ -416,15 +458,30 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
   std::size_t position = 0;
   // The documents hold every record, so rewriting them is O(records): at most once a second while the run
   // goes on, and once at the end (JSONL is what streams each record the moment it is finished). Documents
-  // sent to stdout ("-") are written once, at the end.
+  // that are not regular files (stdout, a character device) are written once, at the end. A rewrite that
+  // fails while the run goes on leaves the previous version and is tried again; at the end it is an error.
   auto last_rewrite = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   auto rewrite_documents = [&](bool final) {
     if (!final && std::chrono::steady_clock::now() - last_rewrite < std::chrono::seconds(1)) return;
     last_rewrite = std::chrono::steady_clock::now();
-    auto due = [final](const std::string& path) { return !path.empty() && (final || path != "-"); };
-    if (due(options.json_path)) write_json(options.json_path, options.metadata, summary.records);
-    if (due(options.csv_path)) write_csv(options.csv_path, summary.records);
-    if (due(options.md_path)) write_markdown(options.md_path, summary.records);
+    std::vector<std::string> failures;
+    auto rewrite = [&](const std::optional<OutputTarget>& target, auto text) {
+      if (!target || (!final && !target->rewritable())) return;
+      try {
+        write_document(*target, text());
+      } catch (const OutputError& error) {
+        failures.push_back(error.what());
+        if (final) summary.unwritten.push_back(target->flag);
+      }
+    };
+    rewrite(files->targets.json, [&] { return json_document(options.metadata, summary.records); });
+    rewrite(files->targets.csv, [&] { return csv_document(summary.records); });
+    rewrite(files->targets.md, [&] { return markdown_document(summary.records); });
+    if (!final || failures.empty()) return;
+    summary.output_error = fmt::format("{}", fmt::join(failures, "; "));
+    if (jsonl && files->targets.out->kind == OutputKind::regular_file) {
+      summary.output_error += fmt::format("; every record is in {}", files->targets.out->path);
+    }
   };
 
   // Part after part; within a part, case after case, every implementation of the part on each. A pair that
@@ -443,13 +500,7 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
         if (interrupted()) break;  // a case cut short is not recorded: --resume runs it again
         // Here rather than in run_one, so that isolated children need not know the GPU's rates.
         record.bandwidth_fraction = bandwidth_fraction(impl, record, options.rates);
-        switch (record.status) {
-          case Status::ok: break;
-          case Status::mismatch: ++summary.failed_checks; break;
-          case Status::failed: ++summary.failed_runs; break;
-          case Status::skipped: ++summary.skipped; break;
-          case Status::unsupported: ++summary.unsupported; break;
-        }
+        summary.count(record);
         ++summary.ran;
         if (jsonl) jsonl->write(record);
         progress.clear();

@@ -16,6 +16,7 @@
 // Isolation is on for implementations whose isolate_by_default() is true (cuda.*) unless RunOptions says.
 #pragma once
 #include <functional>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -24,18 +25,25 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/axes.hpp"
+#include "harness/output_files.hpp"
 #include "harness/record.hpp"
 #include "harness/registry.hpp"
+#include "harness/writers.hpp"
 
 namespace faprobe {
+
+struct RunFiles;
 
 struct RunOptions {
   bool timing = true;          // false for `verify`: one run per case, checked, not timed
   bool strict = false;         // an unsupported (implementation, case) is an error, not a record
   bool show_unsupported = false;  // print unsupported records in the table (when impls were named)
-  std::string out_jsonl;       // streamed records ("" = none)
-  std::string json_path, csv_path, md_path;  // rewritten after every record ("" = none)
+  std::string out_jsonl;       // streamed records ("" = none, "-" = stdout)
+  std::string json_path, csv_path, md_path;  // rewritten at most once a second and at the end ("" = none)
   bool resume = false;         // skip cases already in out_jsonl
+  // The files above, checked and opened by open_run_files before anything is measured; when null, run_plan
+  // opens them itself.
+  std::shared_ptr<RunFiles> files;
   nlohmann::json metadata;     // for the --json header
   MachineRates rates;          // for time predictions and each record's bandwidth_fraction
   std::uint64_t mem_limit = 0;  // bytes per case; 0: the implementation's default_memory_limit()
@@ -53,11 +61,27 @@ double default_isolate_timeout(const MeasureSettings& measure);
 // Whether run_plan runs this implementation's cases in a child process.
 bool runs_isolated(const Implementation& impl, const RunOptions& options);
 
+// A run's output files (output_files.hpp), checked and opened before anything is measured: --out open for
+// appending and locked for the run; with --resume its records read back (every case validated), a torn last
+// line cut off with a warning on stderr, and a missing last newline added, so that new records start on a
+// line of their own. Throws UsageError (bad paths, a locked --out, a bad record) or OutputError.
+struct RunFiles {
+  OutputTargets targets;
+  std::unique_ptr<JsonlWriter> jsonl;  // null without --out
+  std::vector<Record> resumed;         // what --out held, with --resume
+};
+std::shared_ptr<RunFiles> open_run_files(const RunOptions& options);
+
 struct RunSummary {
   std::vector<Record> records;  // including those resumed from out_jsonl
+  // Counts over all of `records`, resumed ones included; `ran` counts the new ones.
   int ran = 0, resumed = 0, failed_checks = 0, failed_runs = 0, skipped = 0, unsupported = 0;
   bool interrupted = false;
-  int exit_status() const;  // DESIGN.md: 0, 1 (a check or a case failed), 130 (interrupted)
+  std::string output_error;          // why documents could not be written at the end ("" = none): exit status 1
+  std::vector<std::string> unwritten;  // their flags ("--json")
+  void count(const Record& record);  // adds one record's status to the counts
+  // DESIGN.md: 0, 1 (a check or a case failed, or a document was not written), 130 (interrupted)
+  int exit_status() const;
 };
 
 // Runs one (implementation, case) in this process; never throws for a failing implementation (it becomes a
@@ -88,6 +112,8 @@ std::optional<double> bandwidth_fraction(const Implementation& impl, const Recor
 // --strict: throws UsageError naming the first (implementation, case) of the plan that is unsupported.
 void require_supported(const Plan& plan);
 
+// Every pair of the plan not already resumed; records stream to --out and the table. A failed write to --out
+// throws OutputError (what was written before it stays on disk, for --resume).
 RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& table);
 
 }  // namespace faprobe

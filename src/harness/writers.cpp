@@ -1,38 +1,51 @@
 #include "harness/writers.hpp"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <iostream>
-#include <sstream>
+#include <algorithm>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
 
-#include "model/errors.hpp"
+#include "harness/input_file.hpp"
 #include "harness/range.hpp"
+#include "model/errors.hpp"
 
 namespace faprobe {
 namespace {
 
-// Writes `text` to `path` ("-" is stdout) in one go; a failure names the file.
-void write_text(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::cout << text << std::flush;
-    return;
+// Records may carry text faprobe did not produce (an isolated child's last stderr line); bytes that are not
+// UTF-8 are written as U+FFFD rather than making dump() throw halfway through a run.
+std::string dump(const nlohmann::json& value, int indent = -1) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// The deepest nesting of arrays and objects in a JSON text, strings skipped: a scan that cannot overflow the
+// stack, done before parsing (copying and printing nlohmann values recurse once per level).
+int nesting_depth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
   }
-  // Write a sibling file and rename it, so a reader (or an interrupt) never sees half a document.
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream file(partial, std::ios::trunc);
-    if (!file) throw UsageError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-    file << text;
-    if (!file.flush()) throw UsageError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  }
-  if (std::rename(partial.c_str(), path.c_str()) != 0) {
-    throw UsageError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  }
+  return deepest;
+}
+
+constexpr int kMaxRecordDepth = 64;          // a record nests 3 levels, its details a few more
+constexpr std::size_t kMaxErrorText = 200;  // of a parser's message, which quotes what it read
+
+std::string shortened(std::string text) {
+  if (text.size() > kMaxErrorText) text = text.substr(0, kMaxErrorText) + "...";
+  return text;
 }
 
 std::string number(double value) { return fmt::format("{:.6g}", value); }
@@ -47,45 +60,92 @@ std::string csv_escape(const std::string& field) {
 
 }  // namespace
 
-JsonlWriter::JsonlWriter(const std::string& path) : path_(path) {
-  file_ = path == "-" ? stdout : std::fopen(path.c_str(), "a");
-  if (!file_) throw UsageError(fmt::format("--out {}: cannot open for appending: {}", path, std::strerror(errno)));
-}
+JsonlWriter::JsonlWriter(const std::string& path)
+    : file_(std::make_unique<AppendFile>(check_output("--out", path, OutputUse::log))) {}
 
-JsonlWriter::~JsonlWriter() {
-  if (file_ && file_ != stdout) std::fclose(file_);
-}
+JsonlWriter::JsonlWriter(std::unique_ptr<AppendFile> file, std::optional<std::size_t> records_on_disk)
+    : file_(std::move(file)), records_on_disk_(records_on_disk) {}
+
+JsonlWriter::~JsonlWriter() = default;
 
 void JsonlWriter::write(const Record& record) {
-  const std::string line = nlohmann::json(record).dump() + "\n";
-  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
-    throw std::runtime_error(fmt::format("--out {}: write failed: {}", path_, std::strerror(errno)));
+  if (const std::error_code error = file_->append(dump(nlohmann::json(record)) + "\n")) {
+    const OutputTarget& target = file_->target();
+    std::string on_disk;  // what --resume will find: the complete lines before this one
+    if (target.kind == OutputKind::regular_file && records_on_disk_) {
+      const std::size_t n = *records_on_disk_;
+      on_disk = fmt::format("; the {} record{} before it {} on disk; run again with --resume to continue", n,
+                            n == 1 ? "" : "s", n == 1 ? "is" : "are");
+    }
+    throw OutputError(fmt::format("{}: write failed: {}{}", target.name(), error.message(), on_disk));
   }
+  if (records_on_disk_) ++*records_on_disk_;
+}
+
+ResumeFile parse_resume_jsonl(std::string_view bytes, const std::string& path) {
+  ResumeFile file;
+  int line_number = 0;
+  for (std::size_t begin = 0; begin < bytes.size();) {
+    ++line_number;
+    const std::size_t newline = bytes.find('\n', begin);
+    const bool complete = newline != std::string_view::npos;  // it has its newline
+    const std::size_t line_begin = begin;
+    const std::string_view line = bytes.substr(begin, (complete ? newline : bytes.size()) - begin);
+    begin = complete ? newline + 1 : bytes.size();
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = fmt::format("{}:{}", path, line_number);
+    if (nesting_depth(line) > kMaxRecordDepth) {
+      throw UsageError(fmt::format("{}: not a faprobe record: nested deeper than {} levels", where, kMaxRecordDepth));
+    }
+    nlohmann::json value;
+    try {
+      value = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& error) {
+      // Each record is written as one line, '{' first and newline last, in one write: a line that starts as
+      // a record does but has no newline and is not even JSON is a write that was cut short. Anything else
+      // (a text file given as --out by mistake) is not ours to cut.
+      if (!complete && line[line.find_first_not_of(" \t\r")] == '{') {
+        file.good_bytes = line_begin;
+        file.torn_line = line_number;
+        file.warning = fmt::format("{}: dropped a torn last line ({} bytes of a write that did not finish)", where,
+                                   line.size());
+        return file;
+      }
+      throw UsageError(fmt::format("{}: not a faprobe record: {}", where, shortened(error.what())));
+    }
+    Record record;
+    try {
+      record = value.get<Record>();
+    } catch (const std::exception& error) {
+      throw UsageError(fmt::format("{}: not a faprobe record: {}", where, shortened(error.what())));
+    }
+    try {
+      record.c.validate();  // a resumed case is input like any other
+    } catch (const UsageError& error) {
+      throw UsageError(fmt::format("{}: not a valid case: {}", where, error.what()));
+    }
+    file.records.push_back(std::move(record));
+  }
+  file.good_bytes = bytes.size();
+  file.missing_newline = !bytes.empty() && bytes.back() != '\n';
+  return file;
 }
 
 std::vector<Record> read_jsonl(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) throw UsageError(fmt::format("{}: cannot open the file", path));
-  std::vector<Record> records;
-  std::string line;
-  for (int line_number = 1; std::getline(file, line); ++line_number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      records.push_back(nlohmann::json::parse(line).get<Record>());
-    } catch (const std::exception& error) {
-      // A line cut short by a kill is the last one; anything else is a corrupt file.
-      if (file.peek() == EOF && line.back() != '}') break;
-      throw UsageError(fmt::format("{}:{}: not a faprobe record: {}", path, line_number, error.what()));
-    }
-  }
-  return records;
+  const ResumeFile file = parse_resume_jsonl(read_text_file(path, "", kMaxJsonlBytes), path);
+  if (file.torn_line != 0) throw UsageError(fmt::format("{}:{}: torn last line", path, file.torn_line));
+  return file.records;
 }
 
-void write_json(const std::string& path, const nlohmann::json& metadata, const std::vector<Record>& records) {
+std::string json_document(const nlohmann::json& metadata, const std::vector<Record>& records) {
   nlohmann::json document = metadata;
   document["schema"] = kSchema;
   document["records"] = records;
-  write_text(path, document.dump(2) + "\n");
+  return dump(document, 2) + "\n";
+}
+
+void write_json(const std::string& path, const nlohmann::json& metadata, const std::vector<Record>& records) {
+  write_document(check_output("--json", path, OutputUse::document), json_document(metadata, records));
 }
 
 std::vector<std::string> csv_header() {
@@ -146,10 +206,10 @@ std::vector<std::string> csv_row(const Record& r) {
           v ? std::to_string(v->rows_checked) : std::string(),
           v ? std::to_string(v->heads_checked) : std::string(),
           v ? (v->passed ? "true" : "false") : std::string(),
-          r.details.dump()};
+          dump(r.details)};
 }
 
-void write_csv(const std::string& path, const std::vector<Record>& records) {
+std::string csv_document(const std::vector<Record>& records) {
   std::string text;
   auto append_row = [&](const std::vector<std::string>& fields) {
     for (std::size_t i = 0; i < fields.size(); ++i) text += (i ? "," : "") + csv_escape(fields[i]);
@@ -157,7 +217,11 @@ void write_csv(const std::string& path, const std::vector<Record>& records) {
   };
   append_row(csv_header());
   for (const Record& record : records) append_row(csv_row(record));
-  write_text(path, text);
+  return text;
+}
+
+void write_csv(const std::string& path, const std::vector<Record>& records) {
+  write_document(check_output("--csv", path, OutputUse::document), csv_document(records));
 }
 
 std::string format_seconds(double seconds) {
@@ -190,7 +254,7 @@ TableCells table_cells(const Record& r) {
 }
 }  // namespace
 
-void write_markdown(const std::string& path, const std::vector<Record>& records) {
+std::string markdown_document(const std::vector<Record>& records) {
   std::string text =
       "| implementation | case | status | median time | GFLOP/s | % of copy bandwidth | peak memory "
       "| check (max abs diff) |\n"
@@ -200,7 +264,11 @@ void write_markdown(const std::string& path, const std::vector<Record>& records)
     text += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", c.impl, c.case_label, c.status, c.median,
                         c.gflops, c.bandwidth_percent, c.peak, c.check);
   }
-  write_text(path, text);
+  return text;
+}
+
+void write_markdown(const std::string& path, const std::vector<Record>& records) {
+  write_document(check_output("--md", path, OutputUse::document), markdown_document(records));
 }
 
 void TableWriter::write(const Record& record) {

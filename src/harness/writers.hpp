@@ -1,35 +1,69 @@
 // Output formats, each a thin printer over records: JSONL (one record per line, appended and flushed as
 // each case finishes), the --json document (records wrapped with the run's metadata), CSV (one flat row
-// per record, units in the headers), Markdown, and the terminal table. `-` as a path means stdout.
+// per record, units in the headers), Markdown, and the terminal table; and the JSONL read back for
+// --resume. `-` as a path means stdout. How files are checked, replaced and locked: output_files.hpp.
 #pragma once
-#include <cstdio>
+#include <cstdint>
+#include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "harness/output_files.hpp"
 #include "harness/record.hpp"
 
 namespace faprobe {
 
+// The --out stream: one record per line, each line handed to the OS in one write as its case finishes.
 class JsonlWriter {
  public:
-  explicit JsonlWriter(const std::string& path);  // appends; throws UsageError if it cannot open
+  // Checks `path` as --out would be (output_files.hpp), opens it for appending and locks it; throws UsageError.
+  explicit JsonlWriter(const std::string& path);
+  // Appends to an open --out file that already holds `records_on_disk` records (resumed), if that is known.
+  explicit JsonlWriter(std::unique_ptr<AppendFile> file, std::optional<std::size_t> records_on_disk = std::nullopt);
   ~JsonlWriter();
   JsonlWriter(const JsonlWriter&) = delete;
   JsonlWriter& operator=(const JsonlWriter&) = delete;
-  void write(const Record& record);  // one line, flushed to the OS before returning
+  // One line; a failed write (a full disk, EFBIG, EIO) throws OutputError naming the file, the error and how
+  // many records are on disk before it.
+  void write(const Record& record);
 
  private:
-  std::FILE* file_ = nullptr;
-  std::string path_;
+  std::unique_ptr<AppendFile> file_;
+  std::optional<std::size_t> records_on_disk_;
 };
 
-// Reads a JSONL file of records; throws UsageError naming the file and line of a malformed record.
+// A JSONL file of records as --resume reads it back, from the file's bytes alone (no file system, so that it
+// can be fuzzed): every line a record whose case passes Case::validate(), blank lines skipped. A last line
+// cut short by a crash, a kill or a full disk (begun with '{', no newline, not JSON) is torn: it is dropped,
+// and the file is to be cut to good_bytes. Any other bad line is a UsageError "PATH:LINE: why". Throws nothing else, on any
+// input.
+struct ResumeFile {
+  std::vector<Record> records;
+  std::uint64_t good_bytes = 0;  // the bytes to keep: all of them, or up to the torn last line
+  bool missing_newline = false;  // the kept bytes end in a record without its '\n': append one before more
+  int torn_line = 0;             // the torn line's number (1-based), 0 if none
+  std::string warning;           // "PATH:LINE: dropped ..." when a torn line was dropped, else ""
+};
+ResumeFile parse_resume_jsonl(std::string_view bytes, const std::string& path);
+
+// The largest JSONL read back (about a million records).
+inline constexpr std::uint64_t kMaxJsonlBytes = std::uint64_t(1) << 30;
+
+// The records of a JSONL file, strictly: a torn last line is a UsageError too.
 std::vector<Record> read_jsonl(const std::string& path);
 
-// `metadata` holds schema, version, command, time, host, devices...; records go under "records".
+// The documents' text. `metadata` holds schema, version, command, time, host, devices...; records go under
+// "records".
+std::string json_document(const nlohmann::json& metadata, const std::vector<Record>& records);
+std::string csv_document(const std::vector<Record>& records);
+std::string markdown_document(const std::vector<Record>& records);
+
+// The same, written to a path checked as --json, --csv, --md would be (write_document in output_files.hpp).
 void write_json(const std::string& path, const nlohmann::json& metadata, const std::vector<Record>& records);
 void write_csv(const std::string& path, const std::vector<Record>& records);
 void write_markdown(const std::string& path, const std::vector<Record>& records);

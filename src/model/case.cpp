@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "model/errors.hpp"
+#include "model/json_number.hpp"
 
 namespace faprobe {
 
@@ -61,16 +62,17 @@ void Case::validate() const {
                                    seqlens.size(), *std::max_element(seqlens.begin(), seqlens.end()), batch, seq_k));
     }
   }
+  // Element counts must fit comfortably in 63 bits and in size_t byte counts; checked in doubles, before any
+  // int64 product (total_keys() below, q_elements()) can overflow.
+  const double largest = std::max(double(batch) * double(seq_q) * double(heads) * double(head_dim),
+                                  double(batch) * double(seq_k) * double(kv_heads) * double(head_dim));
+  if (largest > 4.0e18 / 8.0) throw UsageError(fmt::format("case {} is too large to index", label()));
   // Paged and variable-length layouts index key rows with 32-bit block tables and offsets, as
   // flash-attention's and vLLM's do.
   if ((paged() || varlen()) && double(total_keys()) + double(batch) * double(kMaxPageSize) > 2147483647.0) {
     throw UsageError(fmt::format("case {} has more key rows than a paged or variable-length layout indexes (2^31)",
                                  label()));
   }
-  // Element counts must fit comfortably in 63 bits and in size_t byte counts.
-  const double largest = std::max(double(batch) * double(seq_q) * double(heads) * double(head_dim),
-                                  double(batch) * double(seq_k) * double(kv_heads) * double(head_dim));
-  if (largest > 4.0e18 / 8.0) throw UsageError(fmt::format("case {} is too large to index", label()));
 }
 
 double Case::scale() const { return 1.0 / std::sqrt(double(head_dim)); }
@@ -160,19 +162,29 @@ void to_json(nlohmann::json& out, const Case& c) {
 }
 
 void from_json(const nlohmann::json& in, Case& c) {
-  c.batch = in.at("batch").get<std::int64_t>();
-  c.heads = in.at("heads").get<std::int64_t>();
-  c.kv_heads = in.at("kv_heads").get<std::int64_t>();
-  c.seq_q = in.at("seq_q").get<std::int64_t>();
-  c.seq_k = in.at("seq_k").get<std::int64_t>();
-  c.head_dim = in.at("head_dim").get<std::int64_t>();
+  // Every integer through json_int64/json_uint64: a case may come from a file faprobe did not write.
+  auto integer = [&](const char* key) { return json_int64(in.at(key), std::string("case.") + key); };
+  auto optional_integer = [&](const char* key) {
+    return in.contains(key) ? json_int64(in.at(key), std::string("case.") + key) : std::int64_t{0};
+  };
+  c.batch = integer("batch");
+  c.heads = integer("heads");
+  c.kv_heads = integer("kv_heads");
+  c.seq_q = integer("seq_q");
+  c.seq_k = integer("seq_k");
+  c.head_dim = integer("head_dim");
   c.dtype = parse_dtype(in.at("dtype").get<std::string>(), "case.dtype");
   c.mask = parse_mask(in.at("mask").get<std::string>(), "case.mask");
   c.mode = parse_mode(in.at("mode").get<std::string>(), "case.mode");
-  c.seed = in.value("seed", std::uint64_t{0});
-  c.page_size = in.value("page_size", std::int64_t{0});
-  c.seqlens = in.value("seqlens", std::vector<std::int64_t>{});
-  c.splits = in.value("splits", std::int64_t{0});
+  c.seed = in.contains("seed") ? json_uint64(in.at("seed"), "case.seed") : std::uint64_t{0};
+  c.page_size = optional_integer("page_size");
+  c.seqlens.clear();
+  if (in.contains("seqlens")) {
+    for (const nlohmann::json& length : in.at("seqlens").get_ref<const nlohmann::json::array_t&>()) {
+      c.seqlens.push_back(json_int64(length, "case.seqlens"));
+    }
+  }
+  c.splits = optional_integer("splits");
 }
 
 }  // namespace faprobe
