@@ -84,6 +84,9 @@ TEST(Axes, ErrorsNameTheFileKeyAndPosition) {
   EXPECT_NE(usage_error([] { SettingsSource().load_config_text("{\"seq\": 512,\n  \"heads\": }", "bad.json"); })
                 .find("line 2, column"),
             std::string::npos);
+  EXPECT_NE(usage_error([] { SettingsSource().load_config_text(R"({"seq": 1e999})", "big.json"); })
+                .find("big.json: invalid JSON: number overflow parsing '1e999'"),
+            std::string::npos);  // found by the config fuzzer: it escaped as nlohmann's out_of_range, exit 1
   EXPECT_NE(usage_error([] { SettingsSource().load_config_text(R"({"sequence": 512})", "bad.json"); })
                 .find("unknown key \"sequence\""),
             std::string::npos);

@@ -201,6 +201,7 @@ TEST_F(Cli, BadInputIsOneLineAndExitStatusTwo) {
       {"calibrate --time 0", "--time: 0 is outside"},
       {"probes --seed -1", "--seed: -1 is below the minimum 0"},
       {"sweep --seq 1..2147483648:+1", "gives 2147483648 values"},
+      {"sweep --seq 1:2..8", "--seq: '1:2..8' is not a range"},
       {"sweep --seq 1..60000:+1 --heads 1..64:+1", "the plan has"},
       {"sweep --config dup.json", "duplicate key \"seq-q\" (the same setting as \"seq_q\")"},
       {"sweep --config /dev/zero", "--config /dev/zero: is a character device, not a regular file"},

@@ -208,7 +208,8 @@ TEST(ResumeFile, HostileRecordsAreUsageErrorsNamingTheLine) {
       {std::string("{\"impl\": \"\xff\xfe\"}\n"), "not a faprobe record"},  // not UTF-8
       {std::string("{\"impl\"\0: 1}\n", 13), "not a faprobe record"},
   };
-  for (const auto& [line, fragment] : cases) {
+  for (const auto& [bad_line, fragment] : cases) {
+    const std::string& line = bad_line;  // a lambda cannot capture a structured binding in C++17
     const std::string message = usage_error([&] { parse_resume_jsonl(line_of(sample_record(64)) + line, "r.jsonl"); });
     EXPECT_NE(message.find("r.jsonl:2: "), std::string::npos) << line.substr(0, 200) << "\n" << message;
     EXPECT_NE(message.find(fragment), std::string::npos) << line.substr(0, 200) << "\n" << message;

@@ -48,6 +48,8 @@ TEST(Range, ErrorsNameTheFlagAndTheProblem) {
   expect_error("512..4096:*1", "below the minimum");
   expect_error("512..4096:+0", "below the minimum");
   expect_error("512..4096:/2", "must be *FACTOR or +STEP");
+  expect_error("1:2..8", "'1:2..8' is not a range");  // found by the range fuzzer: it escaped as out_of_range
+  expect_error("102192:+1024'4..8192:+1024", "is not a range");
 }
 
 TEST(Range, SizesAndNumbers) {

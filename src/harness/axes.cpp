@@ -74,12 +74,13 @@ void SettingsSource::load_config_text(const std::string& text, const std::string
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(text, reject_duplicates);
-  } catch (const nlohmann::json::parse_error& error) {
-    // nlohmann's message says "parse error at line L, column C: ..."; keep it whole.
+  } catch (const nlohmann::json::exception& error) {
+    // A parse_error says "parse error at line L, column C: ..."; keep it whole. A number too large for a
+    // double ("1e999") is an out_of_range, found by the config fuzzer: bad input all the same.
     std::string message = error.what();
-    const std::size_t at = message.find("parse error");
+    const std::size_t at = message.find("] ");
     throw UsageError(fmt::format("--config {}: invalid JSON: {}", origin,
-                                 at == std::string::npos ? message : message.substr(at)));
+                                 at == std::string::npos ? message : message.substr(at + 2)));
   }
   load_config_object(config, origin, /*nested=*/false);
 }

@@ -106,6 +106,10 @@ std::vector<std::int64_t> parse_integer_sequence(std::string_view text, std::str
     // A range: START..END[:*FACTOR | :+STEP]
     std::string_view bounds = item, step_text;
     const std::size_t colon = item.find(':');
+    if (colon != std::string_view::npos && colon < dots) {  // "1:2..8": the step comes after the range
+      throw UsageError(fmt::format("{}: '{}' is not a range (START..END, START..END:*FACTOR, START..END:+STEP)",
+                                   what, item));
+    }
     if (colon != std::string_view::npos) {
       bounds = item.substr(0, colon);
       step_text = trim(item.substr(colon + 1));
