@@ -15,9 +15,12 @@
 
 #include "cli_support.hpp"
 #include "harness/npy.hpp"
+#include "npy_support.hpp"
 
 namespace faprobe {
 namespace {
+
+using npy_test::python_with_numpy;
 
 constexpr const char* kQuick = " --min-samples 1 --min-time 0 --max-time 5 --warmup 0";
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -57,18 +60,6 @@ std::string cache_files(const std::string& dir, bool paged,
 }
 
 std::size_t lines(const std::string& text) { return std::size_t(std::count(text.begin(), text.end(), '\n')); }
-
-// A Python 3 with NumPy: $FAPROBE_PYTHON, Debian's system python3, or python3 on PATH; "" when none.
-std::string python_with_numpy() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("FAPROBE_PYTHON"); env != nullptr && *env != '\0') candidates.push_back(env);
-  candidates.push_back("/usr/bin/python3");
-  candidates.push_back("python3");
-  for (const std::string& python : candidates) {
-    if (std::system(("'" + python + "' -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) return python;
-  }
-  return "";
-}
 
 class CliCache : public Cli {
  protected:

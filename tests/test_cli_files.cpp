@@ -343,7 +343,10 @@ TEST_F(Cli, AFullDiskEndsTheSweepAndResumeCompletesIt) {
   std::set<std::string> keys;
   for (const Record& record : after) EXPECT_TRUE(keys.insert(record.key()).second) << record.key();
   for (std::size_t i = 0; i < before.size(); ++i) EXPECT_EQ(nlohmann::json(after[i]), nlohmann::json(before[i]));
-  EXPECT_EQ(read_file(path("r.jsonl")).compare(0, sixth_starts, torn, 0, sixth_starts), 0);  // byte for byte
+  // The five records before the tear stay byte for byte (their lengths are those of this run's lines, which
+  // differ from the unlimited run's by the digits of the times measured).
+  const std::size_t kept = torn.rfind('\n') + 1;
+  EXPECT_EQ(read_file(path("r.jsonl")).compare(0, kept, torn, 0, kept), 0);
   EXPECT_NE(resumed.err.find("(5 resumed)"), std::string::npos) << resumed.err;
 }
 

@@ -26,41 +26,13 @@
 #include "harness/npy.hpp"
 #include "model/errors.hpp"
 #include "model/kv_layout.hpp"
+#include "npy_support.hpp"
 
 namespace faprobe {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::error_code ignored;
-  fs::remove(path, ignored);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << path;
-}
-
-std::string le32(std::uint32_t value) {
-  std::string out;
-  for (int i = 0; i < 4; ++i) out += static_cast<char>((value >> (8 * i)) & 0xff);
-  return out;
-}
-
-// A version 1.0 .npy file assembled byte by byte (independent of the writer): the dict padded to 64 bytes.
-std::string hand_built(const std::string& dict, const std::string& data) {
-  std::string header = dict;
-  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
-  header += '\n';
-  std::string out = "\x93NUMPY\x01";
-  out += '\0';
-  out += le32(std::uint32_t(header.size())).substr(0, 2);
-  return out + header + data;
-}
+using namespace npy_test;
 
 std::string i4_bytes(std::initializer_list<std::int32_t> values) {
   std::string out;
@@ -211,18 +183,6 @@ TEST_F(KvCacheFilesTest, EveryTruncationAndRandomCorruptionOfAnInt32FileIsHandle
     }
   }
   EXPECT_LT(accepted, 2000);  // and no crash, no other exception
-}
-
-// A Python 3 with NumPy: $FAPROBE_PYTHON, Debian's system python3, or python3 on PATH; "" when none.
-std::string python_with_numpy() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("FAPROBE_PYTHON"); env != nullptr && *env != '\0') candidates.push_back(env);
-  candidates.push_back("/usr/bin/python3");
-  candidates.push_back("python3");
-  for (const std::string& python : candidates) {
-    if (std::system(("'" + python + "' -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) return python;
-  }
-  return "";
 }
 
 TEST_F(KvCacheFilesTest, NumpyAndFaprobeReadEachOthersInt32Arrays) {

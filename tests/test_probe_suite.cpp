@@ -381,4 +381,35 @@ TEST(ProbesCommand, RunsEveryProbeAndWritesJson) {
   }
 }
 
+// probes --json is an output like sweep's (harness/output_files.hpp): "-" gives stdout the document alone,
+// the table on stderr; a path that cannot be written is one line naming the flag, exit 2, before any probe.
+TEST(ProbesCommand, JsonToStdoutIsTheDocumentAloneAndABadPathRunsNothing) {
+  const fs::path directory = fs::temp_directory_path() / ("faprobe-probes-out-" + std::to_string(::getpid()));
+  fs::remove_all(directory);
+  fs::create_directories(directory / "a-directory");
+  const auto run = [&](const std::string& args) {
+    const std::string command = "cd '" + directory.string() + "' && '" FAPROBE_BINARY "' probes " + args +
+                                " >stdout.txt 2>stderr.txt";
+    const int raw = std::system(command.c_str());
+    EXPECT_TRUE(WIFEXITED(raw));
+    return WEXITSTATUS(raw);
+  };
+
+  EXPECT_EQ(run("--json -"), 0) << read_file(directory / "stderr.txt");
+  const nlohmann::json document = nlohmann::json::parse(read_file(directory / "stdout.txt"));  // nothing else
+  EXPECT_EQ(document["probes"].size(), probes::all_probes().size());
+  EXPECT_NE(read_file(directory / "stderr.txt").find("instruction probes, seed 0"), std::string::npos);
+
+  EXPECT_EQ(run("--json a-directory"), 2);
+  const std::string err = read_file(directory / "stderr.txt");
+  EXPECT_NE(err.find("--json a-directory"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_EQ(read_file(directory / "stdout.txt").find("instruction probes"), std::string::npos);  // nothing ran
+  EXPECT_TRUE(fs::is_directory(directory / "a-directory"));
+
+  EXPECT_EQ(run("--json missing-dir/p.json"), 2);
+  EXPECT_NE(read_file(directory / "stderr.txt").find("--json missing-dir/p.json"), std::string::npos);
+  fs::remove_all(directory);
+}
+
 }  // namespace

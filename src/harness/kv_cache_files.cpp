@@ -13,15 +13,6 @@
 namespace faprobe {
 namespace {
 
-std::string shape_text(const HostTensor& t) {
-  return fmt::format("({}, {}, {}, {})", t.batch(), t.seq(), t.heads(), t.head_dim());
-}
-
-std::string shape_text(const Int32Array& array) {
-  if (array.shape.size() == 1) return fmt::format("({},)", array.shape[0]);
-  return fmt::format("({})", fmt::join(array.shape, ", "));
-}
-
 // A variable-length contiguous case's packed K or V rows (1, total_keys, kv_heads, head_dim) as a padded
 // cache (batch, seq_k, kv_heads, head_dim): entry b's keys first, NaN after them.
 HostTensor padded_cache(const Case& c, const HostTensor& packed, const KvLayout& layout) {
@@ -95,7 +86,7 @@ void check_kv_cache(const KvCacheArrays& arrays) {
     }
     if (table.shape[0] != batch) {
       throw UsageError(fmt::format("--block-table {} has {} rows, --q {} has batch {} (one row per entry)",
-                                   shape_text(table), table.shape[0], qs, batch));
+                                   shape_text(table.shape), table.shape[0], qs, batch));
     }
   } else if (k.batch() != batch) {
     throw UsageError(fmt::format("--k-cache {} holds {} entries, --q {} has batch {} (a padded cache is (batch, "
@@ -104,13 +95,13 @@ void check_kv_cache(const KvCacheArrays& arrays) {
   }
   const Int32Array& lengths = arrays.cache_seqlens;
   if (lengths.shape[0] != batch) {
-    throw UsageError(fmt::format("--cache-seqlens {} has {} lengths, --q {} has batch {}", shape_text(lengths),
+    throw UsageError(fmt::format("--cache-seqlens {} has {} lengths, --q {} has batch {}", shape_text(lengths.shape),
                                  lengths.shape[0], qs, batch));
   }
   const std::int64_t capacity = arrays.capacity();
   const std::string capacity_text =
       arrays.paged() ? fmt::format("{} blocks of {} keys per entry (--block-table {})", arrays.blocks_per_seq(),
-                                   arrays.page_size(), shape_text(*arrays.block_table))
+                                   arrays.page_size(), shape_text(arrays.block_table->shape))
                      : fmt::format("max_seq_k {} (--k-cache {})", k.seq(), ks);
   for (std::int64_t b = 0; b < batch; ++b) {
     const std::int64_t length = lengths.values[std::size_t(b)];

@@ -18,6 +18,14 @@
 #include "model/errors.hpp"
 
 namespace faprobe {
+
+std::string shape_text(const std::vector<std::int64_t>& dims) {
+  if (dims.size() == 1) return fmt::format("({},)", dims[0]);
+  return fmt::format("({})", fmt::join(dims, ", "));
+}
+
+std::string shape_text(const HostTensor& t) { return shape_text({t.batch(), t.seq(), t.heads(), t.head_dim()}); }
+
 namespace {
 
 // Data is copied between files and tensors byte for byte, which is right only on a little-endian host
@@ -52,14 +60,6 @@ std::string printable(std::string_view text, std::size_t limit = 40) {
   if (text.size() > limit) out += "...";
   return out;
 }
-
-// A shape as Python prints a tuple: (2, 17, 4, 64), (3,), ().
-std::string shape_text(const std::vector<std::int64_t>& dims) {
-  if (dims.size() == 1) return fmt::format("({},)", dims[0]);
-  return fmt::format("({})", fmt::join(dims, ", "));
-}
-
-std::string shape_text(const HostTensor& t) { return shape_text({t.batch(), t.seq(), t.heads(), t.head_dim()}); }
 
 // ---------------------------------------------------------------------------------------------------------
 // The header: a Python literal. The parser accepts the literals a .npy header can hold (dicts, tuples,

@@ -54,4 +54,8 @@ Int32Array read_npy_int32(const std::string& path, std::string_view flag, std::s
 // (--q, --k, --v, --o) and both shapes. Dtypes may differ (an fp32 output of fp16 inputs is fine).
 void check_attention_shapes(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor& o);
 
+// A shape as Python prints a tuple, as every message about a shape shows it: (2, 17, 4, 64), (3,), ().
+std::string shape_text(const std::vector<std::int64_t>& dims);
+std::string shape_text(const HostTensor& tensor);
+
 }  // namespace faprobe

@@ -14,7 +14,7 @@ namespace {
 
 // The emulator's grid: at most 4 CTAs of 256 threads (each fiber start costs more than an element), each
 // thread looping over count / 1024 elements.
-constexpr unsigned emulated_max_blocks = 4;
+constexpr unsigned emulated_fill_max_blocks = 4;
 
 template <class Store>
 void fill_as(const Launch& launch, void* data, std::size_t count, std::uint64_t key) {
@@ -28,7 +28,7 @@ void fill_as(const Launch& launch, void* data, std::size_t count, std::uint64_t 
     throw std::runtime_error("built without CUDA");
 #endif
   }
-  const emu::LaunchConfig config{"fill_input", {fill::fill_input_blocks(count, emulated_max_blocks)},
+  const emu::LaunchConfig config{"fill_input", {fill::fill_input_blocks(count, emulated_fill_max_blocks)},
                                  {fill::fill_input_threads}, 0};
   emu::launch(config, [out, key] { fill::fill_input_values<Store>(out, key); });
 }
@@ -49,7 +49,7 @@ void fill_paged_as(const Launch& launch, void* data, std::size_t count, std::uin
     throw std::runtime_error("built without CUDA");
 #endif
   }
-  const emu::LaunchConfig config{"fill_paged_input", {fill::fill_input_blocks(count, emulated_max_blocks)},
+  const emu::LaunchConfig config{"fill_paged_input", {fill::fill_input_blocks(count, emulated_fill_max_blocks)},
                                  {fill::fill_input_threads}, 0};
   emu::launch(config, [=] { fill::fill_paged_values<Store>(out, key, width, page_size, first, valid); });
 }

@@ -19,7 +19,7 @@ namespace {
 #if defined(FAPROBE_WITH_CUDA)
 constexpr unsigned gpu_max_blocks = 65536;
 #endif
-constexpr unsigned emulated_max_blocks = 8;
+constexpr unsigned emulated_softmax_max_blocks = 8;
 
 naive::SoftmaxParams params_of(const SoftmaxArgs& args) {
   if (args.batch_heads < 0 || args.seq_q < 1 || args.seq_k < 1)
@@ -56,7 +56,7 @@ void run_softmax(const Launch& launch, const SoftmaxArgs& args) {
 #endif
     }
   }
-  const naive::SoftmaxLaunchShape shape = naive::softmax_launch_shape(params.rows, params.seq_k, emulated_max_blocks);
+  const naive::SoftmaxLaunchShape shape = naive::softmax_launch_shape(params.rows, params.seq_k, emulated_softmax_max_blocks);
   const emu::LaunchConfig config{shape.cached ? "naive_softmax (cached rows)" : "naive_softmax (streamed rows)",
                                  {shape.blocks}, {shape.threads}, naive::softmax_shared_bytes};
   if (shape.cached) {

@@ -1,6 +1,7 @@
 // DeviceInfo's plain-C++ parts, shared by the CUDA build (gpu.cpp) and the build without CUDA
 // (gpu_stub.cpp): the compute capability as text and the device object of the --json header.
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cuda/runtime/gpu.hpp"
 

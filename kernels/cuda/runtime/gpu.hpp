@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // not json.hpp: every kernel .cu includes this header, and nvcc parses it three times
 
 #include "model/memory.hpp"
 
