@@ -27,8 +27,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/case.hpp"
-#include "reference/reference.hpp"
 #include "model/tensor.hpp"
+#include "reference/reference.hpp"
 
 namespace faprobe {
 

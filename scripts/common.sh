@@ -25,17 +25,23 @@ faprobe_install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
-# faprobe_build [cmake --build args]: the release preset, configured on first use. FAPROBE_WERROR=ON in the
-# environment (scripts/test --ci) makes warnings errors; a user's build never fails on a warning, since
-# one that only their compiler or CPU gives is not theirs to fix. The build tree follows the setting.
+# The preset faprobe_build builds and scripts/test tests: "release", or "ci" (scripts/test --ci: warnings as
+# errors, -march=x86-64-v2) in build/ci, which leaves a user's build/release alone.
+FAPROBE_PRESET="${FAPROBE_PRESET:-release}"
+FAPROBE_BUILD_DIR="$FAPROBE_ROOT/build/$FAPROBE_PRESET"
+
+# faprobe_build [cmake --build args]: $FAPROBE_PRESET, configured on first use. FAPROBE_WERROR=ON in the
+# environment makes warnings errors; a user's build never fails on a warning, since one that only their
+# compiler or CPU gives is not theirs to fix. The build tree follows the setting.
 faprobe_build() {
   cd "$FAPROBE_ROOT"
   local werror="${FAPROBE_WERROR:-OFF}"
-  if [ ! -f build/release/CMakeCache.txt ] ||
-     ! grep -q "^FAPROBE_WERROR:BOOL=$werror\$" build/release/CMakeCache.txt; then
-    cmake --preset release -DFAPROBE_WERROR="$werror" >&2
+  [ "$FAPROBE_PRESET" = ci ] && werror=ON
+  if [ ! -f "$FAPROBE_BUILD_DIR/CMakeCache.txt" ] ||
+     ! grep -q "^FAPROBE_WERROR:BOOL=$werror\$" "$FAPROBE_BUILD_DIR/CMakeCache.txt"; then
+    cmake --preset "$FAPROBE_PRESET" -DFAPROBE_WERROR="$werror" >&2
   fi
-  cmake --build --preset release -j "$(nproc)" "$@" >&2
+  cmake --build --preset "$FAPROBE_PRESET" -j "$(nproc)" "$@" >&2
 }
 
 # In a CUDA build, the static checks of the compiled kernels (tests/test_static_checks.cpp) read them with
@@ -43,7 +49,7 @@ faprobe_build() {
 # nvidia-cuda-nvdisasm, of the toolkit's major version) into build/tools/cuda-binary-tools, where the test
 # also looks; FAPROBE_CUOBJDUMP names the one to use.
 faprobe_cuda_binary_tools() {
-  local cache="$FAPROBE_ROOT/build/release/CMakeCache.txt"
+  local cache="$FAPROBE_BUILD_DIR/CMakeCache.txt"
   grep -q '^FAPROBE_ENABLE_CUDA:BOOL=ON$' "$cache" 2>/dev/null || return 0
   local nvcc toolkit_bin tools major candidate
   nvcc="$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$cache")"

@@ -1,7 +1,10 @@
 // Shared by the implementation tests: a validated Case from its axes, seeded from its shape so that every
 // shape draws different inputs.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "model/case.hpp"
 
@@ -20,6 +23,27 @@ inline Case make_case(std::int64_t batch, std::int64_t heads, std::int64_t kv_he
   c.mask = mask;
   c.mode = mode;
   c.seed = std::uint64_t(seq_q * 1000003 + seq_k * 101 + head_dim + heads);
+  c.validate();
+  return c;
+}
+
+// A decode case with one key length per batch entry (variable lengths), over a paged KV cache when
+// page_size > 0; validated.
+inline Case make_decode_case(std::vector<std::int64_t> seqlens, std::int64_t page_size, std::int64_t heads,
+                             std::int64_t kv_heads, std::int64_t head_dim, DType dtype = Case().dtype,
+                             std::uint64_t seed = Case().seed) {
+  Case c;
+  c.mode = Mode::decode;
+  c.seq_q = 1;
+  c.heads = heads;
+  c.kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.dtype = dtype;
+  c.seed = seed;
+  c.batch = std::int64_t(seqlens.size());
+  c.seq_k = *std::max_element(seqlens.begin(), seqlens.end());
+  c.seqlens = std::move(seqlens);
+  c.page_size = page_size;
   c.validate();
   return c;
 }

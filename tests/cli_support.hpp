@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "temp_dir_support.hpp"
+
 namespace faprobe {
 
 namespace fs = std::filesystem;
@@ -28,17 +30,14 @@ inline std::string read_file(const fs::path& path) {
   return text.str();
 }
 
-class Cli : public ::testing::Test {
+class Cli : public test_support::TempDirTest {
  protected:
   void SetUp() override {
-    directory_ = fs::temp_directory_path() /
-                 ("faprobe-cli-" + std::to_string(::getpid()) + "-" +
-                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(directory_);
-    fs::create_directories(directory_);
+    TempDirTest::SetUp();
+    // The host's rates in 0.05 s rather than a second before each of the suite's many runs (options.cpp);
+    // every faprobe a test starts inherits it. A value set outside the tests wins.
+    ::setenv("FAPROBE_CALIBRATION_SECONDS", "0.05", /*overwrite=*/0);
   }
-  void TearDown() override { fs::remove_all(directory_); }
-
   fs::path path(const std::string& name) const { return directory_ / name; }
 
   // Runs `ENV faprobe ARGS` in the test's directory through the shell; captures stdout and stderr.
@@ -57,8 +56,6 @@ class Cli : public ::testing::Test {
     std::ofstream(path(name)) << text;
     return path(name);
   }
-
-  fs::path directory_;
 };
 
 }  // namespace faprobe

@@ -17,12 +17,12 @@
 
 #include <gtest/gtest.h>
 
-#include "model/case.hpp"
 #include "cuda/attention_args.hpp"
 #include "cuda/launchers.hpp"
+#include "model/case.hpp"
+#include "model/tensor.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"
-#include "model/tensor.hpp"
 
 namespace faprobe {
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "case_support.hpp"
 #include "cpu/factories.hpp"
 #include "model/kv_layout.hpp"
 #include "reference/check.hpp"
@@ -22,20 +23,7 @@ namespace {
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 Case decode_case(std::vector<std::int64_t> seqlens, std::int64_t page_size) {
-  Case c;
-  c.mode = Mode::decode;
-  c.seq_q = 1;
-  c.heads = 6;
-  c.kv_heads = 2;
-  c.head_dim = 16;
-  c.dtype = DType::bf16;
-  c.seed = 9;
-  c.batch = std::int64_t(seqlens.size());
-  c.seq_k = *std::max_element(seqlens.begin(), seqlens.end());
-  c.seqlens = std::move(seqlens);
-  c.page_size = page_size;
-  c.validate();
-  return c;
+  return test_support::make_decode_case(std::move(seqlens), page_size, 6, 2, 16, DType::bf16, 9);
 }
 
 // The pool of a paged case as a file holds it: (pages, page_size, kv_heads, head_dim), the same bytes.

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "case_support.hpp"
 #include "model/case.hpp"
 #include "model/errors.hpp"
 #include "model/kv_layout.hpp"
@@ -94,18 +95,7 @@ TEST(Case, JsonRoundTrip) {
 }
 
 Case varlen_decode(std::vector<std::int64_t> seqlens, std::int64_t page_size = 0) {
-  Case c;
-  c.mode = Mode::decode;
-  c.seq_q = 1;
-  c.heads = 8;
-  c.kv_heads = 2;
-  c.head_dim = 64;
-  c.batch = std::int64_t(seqlens.size());
-  c.seq_k = *std::max_element(seqlens.begin(), seqlens.end());
-  c.seqlens = std::move(seqlens);
-  c.page_size = page_size;
-  c.validate();
-  return c;
+  return test_support::make_decode_case(std::move(seqlens), page_size, 8, 2, 64);
 }
 
 std::string usage_error(const Case& c) {

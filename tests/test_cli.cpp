@@ -286,6 +286,37 @@ TEST_F(Cli, SavedOutputsVerifyAndACorruptedOutputDoesNot) {
   const Result mismatched = faprobe("verify --q saved/q.npy --k saved/q.npy --v saved/v.npy --o saved/o.npy");
   EXPECT_EQ(mismatched.status, 2);
   EXPECT_NE(mismatched.err.find("--k"), std::string::npos) << mismatched.err;
+
+  // Flags that checking files ignores say so, one line each, and the check still runs.
+  const Result ignored = faprobe("verify " + files + " --mask causal --seq 64 --warmup 3 --strict --resume");
+  EXPECT_EQ(ignored.status, 1) << ignored.err;  // the corrupted output above
+  for (const char* flag : {"--seq", "--warmup", "--strict", "--resume"}) {
+    EXPECT_NE(ignored.err.find(std::string("verify: ") + flag + " has no effect when checking files"),
+              std::string::npos)
+        << flag << "\n" << ignored.err;
+  }
+  EXPECT_EQ(ignored.err.find("--mask has no effect"), std::string::npos) << ignored.err;
+  const Result no_verify = faprobe("verify " + files + " --no-verify");
+  EXPECT_EQ(no_verify.status, 2);
+  EXPECT_EQ(no_verify.err, "faprobe: --no-verify makes `faprobe verify` check nothing\n");
+}
+
+// FAPROBE_CALIBRATION_SECONDS (how long the host's rates are measured before a run) is checked like a flag,
+// before any file is opened, and the time used is in the --json document.
+TEST_F(Cli, CalibrationTimeComesFromTheEnvironmentAndIsRecorded) {
+  const std::string tiny = " --impl cpu.naive --seq 17 --heads 2 --head-dim 16 --min-samples 1 --min-time 0";
+  for (const char* bad : {"fast", "0", "-1", "nan", "1e9"}) {
+    const Result run = faprobe("sweep --out r.jsonl" + tiny, std::string("FAPROBE_CALIBRATION_SECONDS=") + bad);
+    EXPECT_EQ(run.status, 2) << bad << ": " << run.err;
+    EXPECT_EQ(run.err.rfind("faprobe: FAPROBE_CALIBRATION_SECONDS", 0), 0u) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_FALSE(fs::exists(path("r.jsonl"))) << bad;
+  }
+  const Result run = faprobe("sweep --json r.json" + tiny, "FAPROBE_CALIBRATION_SECONDS=0.02");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const nlohmann::json document = nlohmann::json::parse(read_file(path("r.json")));
+  EXPECT_DOUBLE_EQ(document.at("rates").at("calibration_seconds").get<double>(), 0.02);
+  EXPECT_GT(document.at("rates").at("fp32_gemm_gflops").get<double>(), 0.0);
 }
 
 TEST_F(Cli, VerifyFindsNoMismatchOnASmallMatrix) {

@@ -14,9 +14,9 @@
 
 #include <gtest/gtest.h>
 
-#include "model/case.hpp"
 #include "case_support.hpp"
 #include "cpu/factories.hpp"
+#include "model/case.hpp"
 #include "model/memory.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"

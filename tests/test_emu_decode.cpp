@@ -18,12 +18,12 @@
 
 #include <gtest/gtest.h>
 
-#include "model/case.hpp"
 #include "cuda/attention_args.hpp"
 #include "cuda/decode/decode_emulated.hpp"
 #include "cuda/decode/splits.hpp"
 #include "cuda/launchers.hpp"
 #include "flash_kernel_support.hpp"
+#include "model/case.hpp"
 #include "model/kv_layout.hpp"
 
 namespace faprobe {

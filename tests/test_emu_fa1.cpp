@@ -13,15 +13,15 @@
 
 #include <gtest/gtest.h>
 
-#include "model/case.hpp"
 #include "case_support.hpp"
-#include "flash_kernel_support.hpp"
 #include "cuda/attention_args.hpp"
 #include "cuda/fa1/fa1_emulated.hpp"
 #include "cuda/launchers.hpp"
+#include "flash_kernel_support.hpp"
+#include "model/case.hpp"
+#include "model/tensor.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"
-#include "model/tensor.hpp"
 
 namespace faprobe {
 

@@ -12,11 +12,11 @@
 
 #include <gtest/gtest.h>
 
-#include "model/case.hpp"
 #include "case_support.hpp"
 #include "cuda/fa2/fa2_emulated.hpp"
 #include "cuda/launchers.hpp"
 #include "flash_kernel_support.hpp"
+#include "model/case.hpp"
 
 namespace faprobe {
 

@@ -13,13 +13,13 @@
 
 #include <gtest/gtest.h>
 
-#include "model/case.hpp"
 #include "case_support.hpp"
 #include "cuda/common/emu/emulator.hpp"
 #include "cuda/fa3/fa3_emulated.hpp"
 #include "cuda/launchers.hpp"
 #include "emulator_test_support.hpp"
 #include "flash_kernel_support.hpp"
+#include "model/case.hpp"
 
 namespace faprobe {
 

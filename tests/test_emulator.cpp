@@ -20,8 +20,8 @@
 
 #include "cuda/common/emu/emulator.hpp"
 #include "cuda/common/isa.hpp"
-#include "emulator_test_support.hpp"
 #include "cuda/probes/warp_probes.cuh"
+#include "emulator_test_support.hpp"
 
 namespace {
 

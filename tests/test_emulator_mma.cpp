@@ -24,8 +24,8 @@
 
 #include "cuda/common/emu/emulator.hpp"
 #include "cuda/common/isa.hpp"
-#include "emulator_test_support.hpp"
 #include "cuda/probes/matrix_probes.cuh"
+#include "emulator_test_support.hpp"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "model/fp8.hpp"
-#include "reference/reference.hpp"
 #include "model/tensor.hpp"
+#include "reference/reference.hpp"
 
 namespace faprobe {
 namespace {

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "model/inputs.hpp"
-#include "reference/reference.hpp"
 #include "model/tensor.hpp"
+#include "reference/reference.hpp"
 
 namespace faprobe {
 namespace {

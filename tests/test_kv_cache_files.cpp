@@ -22,11 +22,13 @@
 
 #include <fmt/format.h>
 
+#include "case_support.hpp"
 #include "harness/kv_cache_files.hpp"
 #include "harness/npy.hpp"
 #include "model/errors.hpp"
 #include "model/kv_layout.hpp"
 #include "npy_support.hpp"
+#include "temp_dir_support.hpp"
 
 namespace faprobe {
 namespace {
@@ -44,19 +46,8 @@ std::string dict(const std::string& descr, const std::string& shape) {
   return "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
 }
 
-class KvCacheFilesTest : public ::testing::Test {
+class KvCacheFilesTest : public test_support::TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) / fmt::format("faprobe_kv_{}_{}", info->name(), ::getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   // Reads `bytes` as a 1-D --cache-seqlens (or a 2-D --block-table) and returns the UsageError's message.
   std::string int32_error(const std::string& bytes, std::size_t dims = 1) {
@@ -73,8 +64,6 @@ class KvCacheFilesTest : public ::testing::Test {
     ADD_FAILURE() << "accepted";
     return "";
   }
-
-  fs::path dir_;
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -197,7 +186,7 @@ assert a.dtype == numpy.int32 and a.shape == (2, 2) and a.tolist() == [[3, -1], 
 numpy.save(os.path.join(d, 'theirs.npy'), numpy.array([40, 17, 33], dtype=numpy.int32))
 numpy.save(os.path.join(d, 'int64.npy'), numpy.array([40, 17, 33]))
 )");
-  ASSERT_EQ(std::system(("'" + python + "' '" + path("io.py") + "' '" + dir_.string() + "'").c_str()), 0);
+  ASSERT_EQ(std::system(("'" + python + "' '" + path("io.py") + "' '" + directory_.string() + "'").c_str()), 0);
   EXPECT_EQ(read_npy_int32(path("theirs.npy"), "--cache-seqlens", 1, "(batch,)").values,
             (std::vector<std::int32_t>{40, 17, 33}));
   try {
@@ -215,26 +204,13 @@ numpy.save(os.path.join(d, 'int64.npy'), numpy.array([40, 17, 33]))
 // save_kv_cache
 
 Case decode_case(std::vector<std::int64_t> seqlens, std::int64_t page_size) {
-  Case c;
-  c.mode = Mode::decode;
-  c.seq_q = 1;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.head_dim = 8;
-  c.dtype = DType::fp16;
-  c.seed = 5;
-  c.batch = std::int64_t(seqlens.size());
-  c.seq_k = *std::max_element(seqlens.begin(), seqlens.end());
-  c.seqlens = std::move(seqlens);
-  c.page_size = page_size;
-  c.validate();
-  return c;
+  return test_support::make_decode_case(std::move(seqlens), page_size, 4, 2, 8, DType::fp16, 5);
 }
 
 TEST_F(KvCacheFilesTest, APagedCaseIsSavedAsThePoolItsBlockTableAndItsLengths) {
   const Case c = decode_case({40, 17, 33}, 16);
   const AttentionInputs inputs = make_inputs(c);
-  EXPECT_EQ(save_kv_cache(dir_.string(), c, inputs),
+  EXPECT_EQ(save_kv_cache(directory_.string(), c, inputs),
             (std::vector<std::string>{"k_cache.npy", "v_cache.npy", "block_table.npy", "cache_seqlens.npy"}));
   const HostTensor pool = read_npy(path("k_cache.npy"), "");
   const Int32Array table = read_npy_int32(path("block_table.npy"), "", 2, "");
@@ -258,7 +234,7 @@ TEST_F(KvCacheFilesTest, APagedCaseIsSavedAsThePoolItsBlockTableAndItsLengths) {
 TEST_F(KvCacheFilesTest, AVariableLengthCaseIsSavedAsAPaddedCacheWithNaNPastEachLength) {
   const Case c = decode_case({5, 12, 1}, 0);
   const AttentionInputs inputs = make_inputs(c);
-  EXPECT_EQ(save_kv_cache(dir_.string(), c, inputs),
+  EXPECT_EQ(save_kv_cache(directory_.string(), c, inputs),
             (std::vector<std::string>{"k_cache.npy", "v_cache.npy", "cache_seqlens.npy"}));
   EXPECT_FALSE(fs::exists(path("block_table.npy")));
   const HostTensor cache = read_npy(path("v_cache.npy"), "");

@@ -23,6 +23,7 @@
 #include "harness/npy.hpp"
 #include "model/errors.hpp"
 #include "npy_support.hpp"
+#include "temp_dir_support.hpp"
 
 namespace faprobe {
 namespace {
@@ -47,20 +48,8 @@ std::string dict_f4(const std::string& shape) {
 
 std::vector<std::int64_t> shape_of(const HostTensor& t) { return {t.batch(), t.seq(), t.heads(), t.head_dim()}; }
 
-class NpyTest : public ::testing::Test {
+class NpyTest : public test_support::TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) /
-           fmt::format("faprobe_npy_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   // Writes `bytes` to a file, reads it as --flag, and returns the UsageError's message ("" if none).
   std::string read_error(const std::string& bytes, const std::string& flag = "--q",
@@ -82,7 +71,6 @@ class NpyTest : public ::testing::Test {
     return "";
   }
 
-  fs::path dir_;
 };
 
 HostTensor patterned(DType dtype, std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
@@ -270,7 +258,7 @@ check('f32.npy', '<f4', (2, 17, 4, 64))
 check('f16.npy', '<f2', (1, 3, 5, 7))
 check('bf16.npy', '<f4', (3, 1, 2, 8))
 )";
-  EXPECT_TRUE(run_python(python, path("load.py"), script, dir_.string()));
+  EXPECT_TRUE(run_python(python, path("load.py"), script, directory_.string()));
 }
 
 TEST_F(NpyTest, FaprobeReadsWhatNumpyWrites) {
@@ -292,7 +280,7 @@ numpy.save(os.path.join(d, 'fortran.npy'), numpy.asfortranarray(pattern((2, 3, 4
 numpy.save(os.path.join(d, 'empty.npy'), numpy.zeros((1, 0, 2, 4), '<f4'))
 numpy.save(os.path.join(d, 'struct.npy'), numpy.zeros((1, 2, 1, 4), dtype=[('x', '<f4')]))
 )";
-  ASSERT_TRUE(run_python(python, path("save.py"), script, dir_.string()));
+  ASSERT_TRUE(run_python(python, path("save.py"), script, directory_.string()));
 
   auto expect_pattern = [](const HostTensor& t) {
     for (std::int64_t i = 0; i < t.elements(); ++i) ASSERT_EQ(t.get(i), float(i % 97) * 0.25f - 12.0f) << i;
@@ -322,7 +310,7 @@ numpy.save(os.path.join(d, 'struct.npy'), numpy.zeros((1, 2, 1, 4), dtype=[('x',
 
 TEST_F(NpyTest, MissingFileOrDirectory) {
   EXPECT_NE(error_of(path("absent.npy"), "--q").find("cannot open the file"), std::string::npos);
-  EXPECT_NE(error_of(dir_.string(), "--k").find("not a regular file"), std::string::npos);
+  EXPECT_NE(error_of(directory_.string(), "--k").find("not a regular file"), std::string::npos);
 }
 
 TEST_F(NpyTest, BadMagic) {

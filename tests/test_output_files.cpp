@@ -23,24 +23,15 @@
 #include "harness/output_files.hpp"
 #include "harness/writers.hpp"
 #include "model/errors.hpp"
+#include "temp_dir_support.hpp"
 
 namespace faprobe {
 namespace {
 
 namespace fs = std::filesystem;
 
-class OutputFiles : public ::testing::Test {
+class OutputFiles : public test_support::TempDirTest {
  protected:
-  void SetUp() override {
-    directory_ = fs::temp_directory_path() /
-                 ("faprobe-output-files-" + std::to_string(::getpid()) + "-" +
-                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(directory_);
-    fs::create_directories(directory_);
-  }
-  void TearDown() override { fs::remove_all(directory_); }
-
-  std::string path(const std::string& name) const { return (directory_ / name).string(); }
   void write(const std::string& name, const std::string& text) const { std::ofstream(path(name)) << text; }
   std::string read(const std::string& name) const {
     std::ifstream file(path(name));
@@ -56,7 +47,6 @@ class OutputFiles : public ::testing::Test {
     return found;
   }
 
-  fs::path directory_;
 };
 
 Record sample_record(std::int64_t seq) {

@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "model/case.hpp"
 #include "cpu/planted.hpp"
+#include "model/case.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"
 

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "model/errors.hpp"
 #include "harness/range.hpp"
+#include "model/errors.hpp"
 
 namespace faprobe {
 namespace {

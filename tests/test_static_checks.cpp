@@ -35,6 +35,8 @@
 // in a CUDA build these checks are part of the suite. Its output for a library is cached next to this
 // binary (disassembly takes about a second per object file, and CTest runs each test in its own process).
 #include <cxxabi.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -121,6 +123,24 @@ const std::string& cuobjdump() {
   return found;
 }
 
+// Held while a cache file below is read or made, so that concurrent test processes (ctest -j) make it once:
+// the others wait and read it instead of each running cuobjdump or ptxas over the whole library.
+class CacheLock {
+ public:
+  explicit CacheLock(const fs::path& cache)
+      : fd_(::open((cache.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);  // without the lock the cache still works, made more than once
+  }
+  ~CacheLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  CacheLock(const CacheLock&) = delete;
+  CacheLock& operator=(const CacheLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 // `cuobjdump -res-usage -sass library`, cached next to this binary under a key of the library's path,
 // size and modification time and the tool's path; written to a temporary file and renamed, so that
 // concurrent test processes never read half a file.
@@ -137,6 +157,7 @@ std::string dump_library(const std::string& library) {
   const std::string key =
       "faprobe static-check cache: " + library + " " + std::to_string(size) + " " + std::to_string(modified) + " " + tool;
   const fs::path cache = fs::path(FAPROBE_STATIC_CHECKS_CACHE_DIR) / (fs::path(library).filename().string() + ".cuobjdump.txt");
+  const CacheLock lock(cache);
   if (std::ifstream in(cache); in) {
     std::string first_line;
     std::getline(in, first_line);
@@ -393,6 +414,7 @@ std::vector<PtxasFunction> cached_ptxas_report(const std::string& library) {
   const std::string key = "faprobe ptxas cache: " + library + " " + std::to_string(size) + " " +
                           std::to_string(modified) + " " + cuobjdump() + " " + FAPROBE_PTXAS;
   const fs::path cache = fs::path(FAPROBE_STATIC_CHECKS_CACHE_DIR) / (fs::path(library).filename().string() + ".ptxas.txt");
+  const CacheLock lock(cache);
   if (std::ifstream in(cache); in) {
     std::string first_line;
     std::getline(in, first_line);

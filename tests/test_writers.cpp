@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "model/errors.hpp"
 #include "harness/writers.hpp"
+#include "model/errors.hpp"
 
 namespace faprobe {
 namespace {

@@ -21,8 +21,8 @@
 
 #include <omp.h>
 
-#include "cpu/cpu_implementation.hpp"
 #include "cpu/common.hpp"
+#include "cpu/cpu_implementation.hpp"
 #include "cpu/factories.hpp"
 #include "cpu/online_softmax.hpp"
 

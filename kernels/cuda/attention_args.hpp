@@ -1,8 +1,8 @@
 // The AttentionArgs of a case over its four tensors (wherever they live: device memory, or host memory for
 // the emulator): the one place a Case becomes a kernel's view of the problem.
 #pragma once
-#include "model/case.hpp"
 #include "cuda/launchers.hpp"
+#include "model/case.hpp"
 #include "model/fp8.hpp"
 
 namespace faprobe::cuda {

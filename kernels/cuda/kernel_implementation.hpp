@@ -15,9 +15,9 @@
 
 #include "cuda/launchers.hpp"
 #include "cuda/runtime/gpu.hpp"
+#include "model/implementation.hpp"
 #include "model/kv_layout.hpp"
 #include "model/memory.hpp"
-#include "model/implementation.hpp"
 
 namespace faprobe::cuda {
 

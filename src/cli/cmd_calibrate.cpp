@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "harness/calibrate.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "harness/calibrate.hpp"
 #include "harness/range.hpp"
 #include "model/host_info.hpp"
 

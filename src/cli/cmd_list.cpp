@@ -26,9 +26,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "model/host_info.hpp"
 #include "harness/range.hpp"
 #include "harness/registry.hpp"
+#include "model/host_info.hpp"
 
 namespace faprobe::cli {
 namespace {

@@ -16,10 +16,10 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "model/errors.hpp"
 #include "harness/kv_cache_files.hpp"
 #include "harness/npy.hpp"
 #include "harness/output_files.hpp"
+#include "model/errors.hpp"
 
 namespace faprobe::cli {
 namespace {

@@ -10,8 +10,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "model/errors.hpp"
 #include "default_config.hpp"
+#include "model/errors.hpp"
 
 namespace faprobe::cli {
 namespace {

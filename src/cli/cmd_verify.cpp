@@ -22,11 +22,11 @@
 #include "default_config.hpp"
 #include "harness/input_file.hpp"
 #include "harness/kv_cache_files.hpp"
-#include "model/errors.hpp"
 #include "harness/npy.hpp"
 #include "harness/output_files.hpp"
-#include "reference/check.hpp"
 #include "harness/writers.hpp"
+#include "model/errors.hpp"
+#include "reference/check.hpp"
 
 namespace faprobe::cli {
 namespace {
@@ -238,8 +238,33 @@ int verify_cache_files(const VerifyOptions& options, const OutputTargets& target
   return report(targets, c, check_output(c, inputs, arrays.o));
 }
 
+// Checking files, the shapes come from them and nothing runs: a flag other than --mask, --dtype and the
+// outputs would be dropped without a word, so each one given says so (--no-verify is refused, as without
+// files).
+void warn_flags_without_effect_on_files(const VerifyOptions& options) {
+  if (options.settings.no_verify) throw UsageError("--no-verify makes `faprobe verify` check nothing");
+  if (!options.settings.config.empty()) {
+    fmt::print(stderr, "verify: --config {}: only its mask and dtype apply when checking files\n",
+               options.settings.config);
+  }
+  for (const auto& [key, option] : options.settings.options) {
+    if (key == "mask" || key == "dtype" || option->count() == 0) continue;
+    fmt::print(stderr, "verify: {} has no effect when checking files (the shapes come from them)\n",
+               option->get_name());
+  }
+  const std::pair<bool, const char*> flags[] = {{options.settings.no_flush_l2, "--no-flush-l2"},
+                                                {options.settings.strict, "--strict"},
+                                                {options.settings.isolate, "--isolate"},
+                                                {options.settings.no_isolate, "--no-isolate"},
+                                                {options.output.resume, "--resume"}};
+  for (const auto& [given, name] : flags) {
+    if (given) fmt::print(stderr, "verify: {} has no effect when checking files (nothing runs)\n", name);
+  }
+}
+
 // K and V come one way or the other: --k/--v tensors, or --k-cache/--v-cache with their index arrays.
 int verify_given_files(const VerifyOptions& options) {
+  warn_flags_without_effect_on_files(options);
   const char* tensor_flag = !options.k.empty() ? "--k" : !options.v.empty() ? "--v" : nullptr;
   const char* cache_flag = !options.k_cache.empty()         ? "--k-cache"
                            : !options.v_cache.empty()       ? "--v-cache"

@@ -11,8 +11,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "model/errors.hpp"
 #include "harness/progress.hpp"
+#include "model/errors.hpp"
 
 namespace {
 

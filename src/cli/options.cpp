@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 
@@ -160,8 +161,22 @@ nlohmann::json run_metadata(const nlohmann::json& rates) {
 
 namespace faprobe::cli {
 
+namespace {
+
+// How long the host's rates are measured before a run: a second before timed runs (sweep, run), 0.2 s before
+// verify; FAPROBE_CALIBRATION_SECONDS sets it (0.01 to 60), for scripts and test suites that start many short
+// runs. The run's --json records the time used (rates.calibration_seconds).
+double calibration_seconds(bool timing) {
+  const char* setting = std::getenv("FAPROBE_CALIBRATION_SECONDS");
+  if (setting == nullptr || *setting == '\0') return timing ? 1.0 : 0.2;
+  return parse_number(setting, "FAPROBE_CALIBRATION_SECONDS", 0.01, 60.0);
+}
+
+}  // namespace
+
 RunOptions make_run_options(const Plan& plan, const SettingsSource& source, const SettingsOptions& settings,
                             const OutputOptions& output, bool timing) {
+  const double calibration_s = calibration_seconds(timing);  // a bad setting is refused before any file is opened
   RunOptions options;
   options.timing = timing;
   options.strict = settings.strict;
@@ -189,9 +204,10 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   // run that cannot keep its results should not start.
   options.files = open_run_files(options);
   options.mem_limit = plan.measure.mem_limit.value_or(0);  // 0: each implementation's device default
-  options.rates = calibrate_host(timing ? 1.0 : 0.2);
+  options.rates = calibrate_host(calibration_s);
   nlohmann::json rates{{"fp32_gemm_gflops", options.rates.gemm_gflops},
-                       {"memory_gbytes_per_s", options.rates.memory_gbytes_per_s}};
+                       {"memory_gbytes_per_s", options.rates.memory_gbytes_per_s},
+                       {"calibration_seconds", calibration_s}};
   // The GPU's ceilings, for the bandwidth fraction of GPU records: only when they will be timed. This
   // process keeps its CUDA context afterwards, but no device memory (gpu::measure_gpu_rates frees it all).
   const bool times_gpu = timing && std::any_of(plan.impls.begin(), plan.impls.end(), [](const std::string& name) {

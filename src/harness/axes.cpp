@@ -9,9 +9,9 @@
 
 #include "harness/input_file.hpp"
 #include "harness/progress.hpp"
-#include "model/errors.hpp"
 #include "harness/range.hpp"
 #include "harness/registry.hpp"
+#include "model/errors.hpp"
 
 namespace faprobe {
 namespace {

@@ -13,10 +13,9 @@
 #include "model/errors.hpp"
 
 namespace faprobe {
-namespace {
 
-// What a file that is not regular is, for the message.
 const char* file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISCHR(mode)) return "a character device";
@@ -24,8 +23,6 @@ const char* file_kind(mode_t mode) {
   if (S_ISSOCK(mode)) return "a socket";
   return "not a regular file";
 }
-
-}  // namespace
 
 InputFile::InputFile(const std::string& path, std::string_view what)
     : prefix_(what.empty() ? fmt::format("{}: ", path) : fmt::format("{} {}: ", what, path)) {

@@ -3,6 +3,8 @@
 // once (opening a FIFO for reading would wait for a writer; /dev/zero would stream forever), and reads are
 // bounded by the file's size, which the caller checks against a limit before it allocates anything.
 #pragma once
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -29,6 +31,10 @@ class InputFile {
   std::uint64_t size_ = 0;
   std::string prefix_;
 };
+
+// What a file of this st_mode is, for messages: "a regular file", "a directory", "a FIFO", "a character
+// device", "a block device", "a socket" (output_files.cpp words its refusals with it too).
+const char* file_kind(mode_t mode);
 
 // The whole of a regular file of at most `max_bytes` (a larger one is a UsageError naming the limit).
 std::string read_text_file(const std::string& path, std::string_view what, std::uint64_t max_bytes);

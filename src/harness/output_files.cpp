@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/input_file.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe {
@@ -22,16 +23,6 @@ namespace {
 
 // As the kernel's own limit (MAXSYMLINKS): a longer chain is a loop or a mistake.
 constexpr int kMaxSymlinkHops = 40;
-
-const char* file_kind(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
 
 std::string error_text(int error) { return std::strerror(error); }
 

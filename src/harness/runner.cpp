@@ -28,13 +28,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "model/errors.hpp"
 #include "harness/measure.hpp"
-#include "model/memory.hpp"
 #include "harness/progress.hpp"
 #include "harness/range.hpp"
-#include "reference/check.hpp"
 #include "harness/writers.hpp"
+#include "model/errors.hpp"
+#include "model/memory.hpp"
+#include "reference/check.hpp"
 
 namespace faprobe {
 namespace {
