@@ -238,20 +238,11 @@ int verify_cache_files(const VerifyOptions& options, const OutputTargets& target
   return report(targets, c, check_output(c, inputs, arrays.o));
 }
 
-// Checking files, the shapes come from them and nothing runs: a flag other than --mask, --dtype and the
-// outputs would be dropped without a word, so each one given says so (--no-verify is refused, as without
-// files).
+// Checking files, nothing runs: the execution flags would be dropped without a word, so each one given says
+// so (value flags and config keys other than mask and dtype are refused by check_file_flags; --no-verify is
+// refused, as without files).
 void warn_flags_without_effect_on_files(const VerifyOptions& options) {
   if (options.settings.no_verify) throw UsageError("--no-verify makes `faprobe verify` check nothing");
-  if (!options.settings.config.empty()) {
-    fmt::print(stderr, "verify: --config {}: only its mask and dtype apply when checking files\n",
-               options.settings.config);
-  }
-  for (const auto& [key, option] : options.settings.options) {
-    if (key == "mask" || key == "dtype" || option->count() == 0) continue;
-    fmt::print(stderr, "verify: {} has no effect when checking files (the shapes come from them)\n",
-               option->get_name());
-  }
   const std::pair<bool, const char*> flags[] = {{options.settings.no_flush_l2, "--no-flush-l2"},
                                                 {options.settings.strict, "--strict"},
                                                 {options.settings.isolate, "--isolate"},
