@@ -238,19 +238,13 @@ int verify_cache_files(const VerifyOptions& options, const OutputTargets& target
   return report(targets, c, check_output(c, inputs, arrays.o));
 }
 
-// Checking files, nothing runs: the execution flags would be dropped without a word, so each one given says
-// so (value flags and config keys other than mask and dtype are refused by check_file_flags; --no-verify is
+// Checking files, nothing runs: --strict and --resume would be dropped without a word, so each one given says
+// so (every other flag and config key but mask and dtype is refused by check_file_flags; --no-verify is
 // refused, as without files).
 void warn_flags_without_effect_on_files(const VerifyOptions& options) {
   if (options.settings.no_verify) throw UsageError("--no-verify makes `faprobe verify` check nothing");
-  const std::pair<bool, const char*> flags[] = {{options.settings.no_flush_l2, "--no-flush-l2"},
-                                                {options.settings.strict, "--strict"},
-                                                {options.settings.isolate, "--isolate"},
-                                                {options.settings.no_isolate, "--no-isolate"},
-                                                {options.output.resume, "--resume"}};
-  for (const auto& [given, name] : flags) {
-    if (given) fmt::print(stderr, "verify: {} has no effect when checking files (nothing runs)\n", name);
-  }
+  if (options.settings.strict) fmt::print(stderr, "verify: --strict has no effect when checking files (nothing runs)\n");
+  if (options.output.resume) fmt::print(stderr, "verify: --resume has no effect when checking files (nothing runs)\n");
 }
 
 // K and V come one way or the other: --k/--v tensors, or --k-cache/--v-cache with their index arrays.
