@@ -19,9 +19,10 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-double gemm_gflops(double budget_s) {
-  constexpr int kSize = 512;     // large enough for Eigen's blocking to reach its peak, small enough for L2/L3
-  constexpr int kProducts = 16;  // per thread and round, so a round lasts tens of milliseconds
+double gemm_gflops(double budget_s, bool quick) {
+  constexpr int kSize = 512;  // large enough for Eigen's blocking to reach its peak, small enough for L2/L3
+  // Per thread and round, so a round lasts tens of milliseconds (a few in a quick calibration).
+  const int products = quick ? 2 : 16;
   const int threads = omp_get_max_threads();
   double best = 0;
   const auto start = Clock::now();
@@ -37,12 +38,12 @@ double gemm_gflops(double budget_s) {
 #pragma omp barrier
 #pragma omp single
       round_start = Clock::now();  // the implicit barrier after `single` lines every thread up
-      for (int repeat = 0; repeat < kProducts; ++repeat) c.noalias() = a * b;
+      for (int repeat = 0; repeat < products; ++repeat) c.noalias() = a * b;
 #pragma omp barrier
 #pragma omp single
       {
         const double elapsed = seconds_since(round_start);
-        best = std::max(best, kProducts * threads * 2.0 * kSize * kSize * double(kSize) / elapsed * 1e-9);
+        best = std::max(best, products * threads * 2.0 * kSize * kSize * double(kSize) / elapsed * 1e-9);
         more = seconds_since(start) < budget_s && !interrupted();
       }  // the implicit barrier after `single` publishes `more` to every thread
     }
@@ -51,11 +52,12 @@ double gemm_gflops(double budget_s) {
   return best;
 }
 
-double copy_gbytes_per_s(double budget_s) {
-  constexpr std::size_t kBytes = std::size_t(256) << 20;  // well beyond any last-level cache here
-  Workspace<char> source(kBytes), destination(kBytes);
-  std::memset(source.data(), 1, kBytes);
-  std::memset(destination.data(), 0, kBytes);
+double copy_gbytes_per_s(double budget_s, bool quick) {
+  // Well beyond any last-level cache here (a quick calibration: 32 MiB).
+  const std::size_t bytes = std::size_t(quick ? 32 : 256) << 20;
+  Workspace<char> source(bytes), destination(bytes);
+  std::memset(source.data(), 1, bytes);
+  std::memset(destination.data(), 0, bytes);
   double best = 0;
   const auto start = Clock::now();
   while ((seconds_since(start) < budget_s || best == 0) && !interrupted()) {
@@ -63,19 +65,23 @@ double copy_gbytes_per_s(double budget_s) {
     const int threads = omp_get_max_threads();
 #pragma omp parallel for num_threads(threads)
     for (int part = 0; part < threads; ++part) {
-      const std::size_t chunk = kBytes / std::size_t(threads);
+      const std::size_t chunk = bytes / std::size_t(threads);
       std::memcpy(destination.data() + chunk * std::size_t(part), source.data() + chunk * std::size_t(part), chunk);
     }
-    best = std::max(best, 2.0 * double(kBytes) / seconds_since(round_start) * 1e-9);  // read + write
+    best = std::max(best, 2.0 * double(bytes) / seconds_since(round_start) * 1e-9);  // read + write
   }
   return best;
 }
 }  // namespace
 
 MachineRates calibrate_host(double seconds) {
+  // Under 0.2 s, a quick calibration (FAPROBE_CALIBRATION_SECONDS, for test suites): shorter GEMM rounds and
+  // smaller copy buffers, so that it costs milliseconds rather than a second of page faults and full rounds;
+  // its copy rate may then come partly from the last-level cache.
+  const bool quick = seconds < 0.2;
   MachineRates rates;
-  rates.gemm_gflops = gemm_gflops(seconds * 0.7);
-  rates.memory_gbytes_per_s = copy_gbytes_per_s(seconds * 0.3);
+  rates.gemm_gflops = gemm_gflops(seconds * 0.7, quick);
+  rates.memory_gbytes_per_s = copy_gbytes_per_s(seconds * 0.3, quick);
   if (interrupted()) throw Interrupted();
   return rates;
 }

@@ -11,6 +11,8 @@
 namespace faprobe {
 
 // Takes about `seconds` in all. Rates are the best of the repetitions (a ceiling, not a typical value).
+// Under 0.2 s the calibration is quick: GEMM rounds of 2 products instead of 16 and a 32 MiB copy, so that a
+// test suite's many short runs do not each pay for 512 MiB of page faults (the copy rate is then less exact).
 // Both functions stop at once on Ctrl-C and throw Interrupted (harness/progress.hpp).
 MachineRates calibrate_host(double seconds = 0.5);
 
