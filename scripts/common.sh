@@ -28,7 +28,7 @@ faprobe_install_missing() {
 # The preset faprobe_build builds and scripts/test tests: "release", or "ci" (scripts/test --ci: warnings as
 # errors, -march=x86-64-v2) in build/ci, which leaves a user's build/release alone.
 FAPROBE_PRESET="${FAPROBE_PRESET:-release}"
-FAPROBE_BUILD_DIR="$FAPROBE_ROOT/build/$FAPROBE_PRESET"
+faprobe_build_dir() { echo "$FAPROBE_ROOT/build/$FAPROBE_PRESET"; }  # each preset's binaryDir
 
 # faprobe_build [cmake --build args]: $FAPROBE_PRESET, configured on first use. FAPROBE_WERROR=ON in the
 # environment makes warnings errors; a user's build never fails on a warning, since one that only their
@@ -37,8 +37,9 @@ faprobe_build() {
   cd "$FAPROBE_ROOT"
   local werror="${FAPROBE_WERROR:-OFF}"
   [ "$FAPROBE_PRESET" = ci ] && werror=ON
-  if [ ! -f "$FAPROBE_BUILD_DIR/CMakeCache.txt" ] ||
-     ! grep -q "^FAPROBE_WERROR:BOOL=$werror\$" "$FAPROBE_BUILD_DIR/CMakeCache.txt"; then
+  local cache
+  cache="$(faprobe_build_dir)/CMakeCache.txt"
+  if [ ! -f "$cache" ] || ! grep -q "^FAPROBE_WERROR:BOOL=$werror\$" "$cache"; then
     cmake --preset "$FAPROBE_PRESET" -DFAPROBE_WERROR="$werror" >&2
   fi
   cmake --build --preset "$FAPROBE_PRESET" -j "$(nproc)" "$@" >&2
@@ -49,7 +50,8 @@ faprobe_build() {
 # nvidia-cuda-nvdisasm, of the toolkit's major version) into build/tools/cuda-binary-tools, where the test
 # also looks; FAPROBE_CUOBJDUMP names the one to use.
 faprobe_cuda_binary_tools() {
-  local cache="$FAPROBE_BUILD_DIR/CMakeCache.txt"
+  local cache
+  cache="$(faprobe_build_dir)/CMakeCache.txt"
   grep -q '^FAPROBE_ENABLE_CUDA:BOOL=ON$' "$cache" 2>/dev/null || return 0
   local nvcc toolkit_bin tools major candidate
   nvcc="$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$cache")"

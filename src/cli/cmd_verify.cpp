@@ -239,10 +239,8 @@ int verify_cache_files(const VerifyOptions& options, const OutputTargets& target
 }
 
 // Checking files, nothing runs: --strict and --resume would be dropped without a word, so each one given says
-// so (every other flag and config key but mask and dtype is refused by check_file_flags; --no-verify is
-// refused, as without files).
+// so (every other flag and config key but mask and dtype is refused by check_file_flags).
 void warn_flags_without_effect_on_files(const VerifyOptions& options) {
-  if (options.settings.no_verify) throw UsageError("--no-verify makes `faprobe verify` check nothing");
   if (options.settings.strict) fmt::print(stderr, "verify: --strict has no effect when checking files (nothing runs)\n");
   if (options.output.resume) fmt::print(stderr, "verify: --resume has no effect when checking files (nothing runs)\n");
 }
@@ -267,13 +265,16 @@ int verify_given_files(const VerifyOptions& options) {
   return cache_flag ? verify_cache_files(options, targets) : verify_files(options, targets);
 }
 
+constexpr const char* kChecksNothing = "--no-verify makes `faprobe verify` check nothing";
+
 int run_verify(VerifyOptions& options) {
+  if (options.settings.no_verify) throw UsageError(kChecksNothing);  // with files or without
   if (options.any_file()) return verify_given_files(options);
   const SettingsSource source = settings_source(options.settings, kDefaultVerifyConfig, kDefaultVerifyConfigName);
   Plan plan = make_plan(source);
   narrow_to_this_machine(plan, /*verify=*/true);
   MeasureSettings measure = plan.measure;
-  if (!measure.verify) throw UsageError("--no-verify makes `faprobe verify` check nothing");
+  if (!measure.verify) throw UsageError(kChecksNothing);  // "verify": false in --config
   RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/false);
   run.show_unsupported = options.settings.options.at("impl")->count() > 0;
   Plan verify_plan = plan;
