@@ -21,6 +21,27 @@ TEST(Measure, SummaryStatistics) {
   EXPECT_NEAR(relative_noise_percent(stats), 100.0 * std::sqrt(2.5) / 3.0 / std::sqrt(5.0), 1e-9);
 }
 
+TEST(Measure, KeepsTheRawSamplesInOrder) {
+  const TimeStats stats = summarize({4e-3, 1e-3, 3.0000000004e-3, 2e-3});
+  ASSERT_EQ(stats.samples_s.size(), 4u);
+  EXPECT_DOUBLE_EQ(stats.samples_s[0], 4e-3);  // the order taken, not sorted
+  EXPECT_DOUBLE_EQ(stats.samples_s[1], 1e-3);
+  EXPECT_DOUBLE_EQ(stats.samples_s[2], 3e-3);  // rounded to the nanosecond
+}
+
+TEST(Measure, ThinsTheKeptSamplesEvenly) {
+  EXPECT_EQ(kept_sample_indices(3, 10), (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_EQ(kept_sample_indices(10, 4), (std::vector<std::size_t>{0, 2, 5, 7}));
+  std::vector<double> many;
+  for (int i = 0; i < 25000; ++i) many.push_back(1e-3 * (1 + i % 7));
+  const TimeStats stats = summarize(many);
+  EXPECT_EQ(stats.samples, 25000);  // the statistics are over all of them ...
+  ASSERT_EQ(stats.samples_s.size(), kMaxKeptSamples);  // ... the record keeps at most this many
+  EXPECT_DOUBLE_EQ(stats.samples_s[0], many[0]);
+  EXPECT_DOUBLE_EQ(stats.samples_s[1], many[2]);  // 1 · 25000 / 10000 = 2
+  EXPECT_DOUBLE_EQ(stats.samples_s.back(), many[9999 * 25000 / 10000]);
+}
+
 MeasureSettings settings(int min_samples, double min_time, double max_noise, double max_time) {
   MeasureSettings s;
   s.warmup = 1;

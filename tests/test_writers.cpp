@@ -18,7 +18,7 @@ std::vector<Record> sample_records() {
   timed.device = "cpu";
   timed.c.seq_q = timed.c.seq_k = 4096;
   timed.c.mask = Mask::causal;
-  timed.time = TimeStats{0.25, 0.26, 0.24, 0.3, 0.245, 0.27, 0.01, 12};
+  timed.time = TimeStats{0.25, 0.26, 0.24, 0.3, 0.245, 0.27, 0.01, 12, {0.3, 0.24, 0.25, 0.251}};
   timed.bandwidth_fraction = 0.4375;
   timed.memory = {123456789, 4096, 120000000};
   timed.verify = VerifyResult{1.5e-7, 2e-6, 3e-6, 256, 4, true, ""};
@@ -53,6 +53,7 @@ TEST(Writers, JsonlRoundTripIsExact) {
   ASSERT_TRUE(back[0].bandwidth_fraction.has_value());
   EXPECT_EQ(*back[0].bandwidth_fraction, 0.4375);
   EXPECT_FALSE(back[1].bandwidth_fraction.has_value());
+  EXPECT_EQ(back[0].time->samples_s, (std::vector<double>{0.3, 0.24, 0.25, 0.251}));  // the raw samples, in order
 
   // read_jsonl is strict: a line cut short by a kill is an error there (--resume repairs it, through
   // parse_resume_jsonl: test_output_files.cpp), and so is a corrupt record in the middle.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 
 namespace faprobe {
@@ -19,10 +20,21 @@ double relative_noise_percent(const TimeStats& stats) {
   return 100.0 * stats.stddev / stats.mean / std::sqrt(double(stats.samples));
 }
 
+std::vector<std::size_t> kept_sample_indices(std::size_t count, std::size_t kept) {
+  std::vector<std::size_t> indices;
+  const std::size_t n = std::min(count, kept);
+  indices.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) indices.push_back(count <= kept ? i : std::size_t(std::uint64_t(i) * count / kept));
+  return indices;
+}
+
 TimeStats summarize(std::vector<double> samples) {
   TimeStats stats;
   stats.samples = std::int64_t(samples.size());
   if (samples.empty()) return stats;
+  for (std::size_t i : kept_sample_indices(samples.size())) {
+    stats.samples_s.push_back(std::round(samples[i] * 1e9) * 1e-9);  // ns: below any timer's resolution
+  }
   std::sort(samples.begin(), samples.end());
   const double count = double(samples.size());
   stats.mean = std::accumulate(samples.begin(), samples.end(), 0.0) / count;

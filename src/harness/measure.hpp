@@ -14,7 +14,11 @@
 
 namespace faprobe {
 
+// The statistics of `samples` (in the order taken), which are also kept, thinned to kMaxKeptSamples.
 TimeStats summarize(std::vector<double> samples);
+// Which of `count` samples a record keeps: all when count <= kept, else `kept` indices i·count/kept (integer
+// division), evenly spaced from the first.
+std::vector<std::size_t> kept_sample_indices(std::size_t count, std::size_t kept = kMaxKeptSamples);
 double relative_noise_percent(const TimeStats& stats);  // 100 · stddev / (mean · √samples)  // quartiles by linear interpolation
 
 // Calls `sample` (one timed run, returns seconds) as the settings ask; `interrupted` is polled between runs.

@@ -44,7 +44,8 @@ void to_json(nlohmann::json& out, const Record& record) {
   if (record.time) {
     const TimeStats& t = record.time.value();
     out["time_s"] = {{"median", t.median}, {"mean", t.mean}, {"min", t.min},       {"max", t.max},
-                     {"q1", t.q1},         {"q3", t.q3},     {"stddev", t.stddev}, {"samples", t.samples}};
+                     {"q1", t.q1},         {"q3", t.q3},     {"stddev", t.stddev}, {"samples", t.samples},
+                     {"samples_s", t.samples_s}};
   } else {
     out["time_s"] = nullptr;
   }
@@ -76,7 +77,13 @@ void from_json(const nlohmann::json& in, Record& record) {
     const auto& t = in["time_s"];
     record.time = TimeStats{t.at("median").get<double>(), t.at("mean").get<double>(), t.at("min").get<double>(),
                             t.at("max").get<double>(),    t.at("q1").get<double>(),   t.at("q3").get<double>(),
-                            t.at("stddev").get<double>(), json_int64(t.at("samples"), "time_s.samples")};
+                            t.at("stddev").get<double>(), json_int64(t.at("samples"), "time_s.samples"), {}};
+    if (t.contains("samples_s") && !t["samples_s"].is_null()) {
+      record.time->samples_s = t["samples_s"].get<std::vector<double>>();
+      if (record.time->samples_s.size() > kMaxKeptSamples) {
+        throw std::invalid_argument("time_s.samples_s holds more than " + std::to_string(kMaxKeptSamples) + " samples");
+      }
+    }
   }
   record.predicted_time_s = in.value("predicted_time_s", 0.0);
   record.bandwidth_fraction.reset();  // optional: records written before it existed have none

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,9 +22,17 @@ Status parse_status(std::string_view text);
 // The identity of an (implementation, case) pair, used by --resume.
 inline std::string record_key(const std::string& impl, const Case& c) { return impl + " " + c.key(); }
 
+// At most this many raw samples are kept in a record (time_s.samples_s); beyond it they are thinned evenly
+// (kept_sample_indices). The statistics are always over every sample taken.
+inline constexpr std::size_t kMaxKeptSamples = 10000;
+
 struct TimeStats {
   double median = 0, mean = 0, min = 0, max = 0, q1 = 0, q3 = 0, stddev = 0;
   std::int64_t samples = 0;
+  // The samples in the order they were taken, seconds rounded to the nanosecond; all of them up to
+  // kMaxKeptSamples, else that many evenly spaced ones (the first always). Empty in records written before
+  // faprobe kept them.
+  std::vector<double> samples_s;
 };
 
 struct MemoryStats {
