@@ -68,7 +68,7 @@ class GpuStandIn final : public Implementation {
 
 TEST(Runner, GpuRecordIsReadAgainstTheGpuCopyBandwidthAndHasNoneWhenItIsUnknown) {
   Record record;
-  record.time = TimeStats{1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 0, 10};
+  record.time = TimeStats{1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 0, 10, {}};
   MachineRates rates;
   rates.memory_gbytes_per_s = 3.5;
   rates.gpu_copy_gbytes_per_s = 4000.0;
