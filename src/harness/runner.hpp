@@ -14,7 +14,12 @@
 // `failed` "child exited with signal 11 (SIGSEGV)" or "... with status N", plus its last stderr line.
 // On Ctrl-C the parent forwards SIGINT to the child (SIGKILL 2 s later) and records nothing for the pair.
 // Isolation is on for implementations whose isolate_by_default() is true (cuda.*) unless RunOptions says.
+//
+// With MeasureSettings::interleave (--interleave) a timed run measures the implementations of each case
+// together, sampling them in rounds, in this process (interleave.hpp); their records are written as the case
+// ends.
 #pragma once
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -93,6 +98,23 @@ struct RunSummary {
 // without a faulty implementation; nothing else sets it.
 Record run_one(const Implementation& impl, const Case& c, const MeasureSettings& measure,
                const RunOptions& options);
+
+// The steps of run_one that the interleaved runner (interleave.hpp) takes too.
+//
+// supports(), then the predicted memory and time against the limits. Returns true when the case may run;
+// otherwise `record` (its impl, device and case filled in either way) says why not (unsupported, skipped).
+// With `device_limit` false the implementation's default memory limit (the device's free memory, when
+// --mem-limit is not given) is not consulted: the parent of an isolated pair leaves it to the child, since
+// asking a GPU would initialize CUDA here.
+bool screen(const Implementation& impl, const Case& c, const MeasureSettings& measure, const RunOptions& options,
+            bool device_limit, Record& record);
+// FAPROBE_TEST_FAULT (above), for this case: throws, crashes or hangs, or returns.
+void apply_test_fault(const Case& c);
+// The first run's output against the float64 reference: record.verify, and a mismatch's status and reason.
+void check_first_run(const Case& c, PreparedCase& prepared, Record& record);
+// An exception (std::exception) an implementation threw: record.status failed, the reason its text (or
+// "out of host memory (predicted N)" for std::bad_alloc).
+void record_failure(Record& record, const std::exception_ptr& error);
 
 // run_one, in a child process when runs_isolated(impl, options); the parent's side of --isolate.
 Record run_pair(const Implementation& impl, const Case& c, const MeasureSettings& measure,

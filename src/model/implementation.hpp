@@ -27,6 +27,9 @@ struct MeasureSettings {
   bool verify = true;
   bool flush_l2 = true;                  // GPU only
   int threads = 0;                       // CPU threads, 0 = all cores
+  // The harness samples a case's implementations in rounds rather than one after another (--interleave);
+  // nothing for an implementation to do.
+  bool interleave = false;
 };
 
 // What a time prediction may use: this machine's measured rates.
