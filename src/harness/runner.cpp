@@ -319,10 +319,13 @@ Record run_one(const Implementation& impl, const Case& c, const MeasureSettings&
     host_memory().reset_peaks();
     auto prepared = impl.prepare(c);
     prepared->configure(measure);
+    // The checked run writes into outputs that are all NaN, so that what it leaves unwritten fails the check
+    // (PreparedCase::poison_outputs); the timed samples after it are not poisoned.
+    if (measure.verify) prepared->poison_outputs();
     const double first_run = prepared->timed_run();  // also the first warm-up run
     if (measure.verify) {
       // The checker regenerates the inputs itself rather than trusting the implementation's copy.
-      record.verify = check_output(c, GeneratedInputs(c), prepared->output());
+      record.verify = check_output(c, GeneratedInputs(c), prepared->output(), prepared->lse());
       if (!record.verify->passed) {
         record.status = Status::mismatch;
         record.reason = record.verify->note;

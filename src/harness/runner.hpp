@@ -1,6 +1,7 @@
 // The sweep runner: every (case × implementation) of a plan, in order. For each: supports(), predicted
-// memory and time against the limits (skipped with the numbers), prepare, one run checked against the
-// float64 reference, then timed samples; a record streams to the JSONL file and the table as it finishes.
+// memory and time against the limits (skipped with the numbers), prepare, one run into outputs poisoned with
+// NaN checked against the float64 reference (its output, and its LSE where it produces one), then timed
+// samples; a record streams to the JSONL file and the table as it finishes.
 //
 // Faults: an implementation that throws (a CUDA error, an allocation failure) gives a `failed` record with
 // the error's text and the sweep goes on. A crash, a hang or a poisoned CUDA context cannot be caught that
