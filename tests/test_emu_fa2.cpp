@@ -314,6 +314,7 @@ TEST(Fa2Planted, LseInLog2UnitsIsCaughtThroughTheHarness) {
   EXPECT_GT(bad.verify->lse_max_abs_diff, 0.1);
   EXPECT_EQ(bad.reason.rfind("LSE off by ", 0), 0u) << bad.reason;
   EXPECT_NE(bad.reason.find(" at batch "), std::string::npos) << bad.reason;
+  std::printf("lse_log2: %s\n", bad.reason.c_str());
 }
 
 // --- What an emulated verify costs (reported, not asserted): seq 1024, d 128, batch 1, heads 2, fp16. ---
