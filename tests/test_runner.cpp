@@ -4,18 +4,24 @@
 // implementations that log their runs: the rounds' order, the stopping rule, a failing implementation
 // among others, each one's own peak memory, groups by memory, Ctrl-C, and the records' order fields; then on
 // cpu.naive and cpu.tiled through run_plan.
+// The checked run: run_one poisons the outputs right before it and never before a timed sample (nor at all
+// with --no-verify), reads them after it, and every kernel that writes an LSE has it checked.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "harness/interleave.hpp"
 #include "harness/measure.hpp"
 #include "harness/progress.hpp"
+#include "harness/registry.hpp"
 #include "harness/runner.hpp"
 #include "model/memory.hpp"
 
@@ -141,6 +147,7 @@ class FakeImplementation final : public Implementation {
       const Workspace<char> scratch(fake.run_bytes);
       return fake.seconds[std::size_t(run - 1) % fake.seconds.size()];
     }
+    void poison_outputs() override {}  // nothing is checked: the fakes run with verify off
     const HostTensor& output() override { return output_; }
 
    private:
@@ -385,6 +392,143 @@ TEST(Runner, InterleavedSweepOfRealImplementationsIsCheckedAndKeepsEachPeak) {
     EXPECT_EQ(sequential.records[i].time->order, SampleOrder::sequential);
     // Measured alone, whatever else the rounds held.
     EXPECT_EQ(record.memory.peak_bytes, sequential.records[i].memory.peak_bytes) << record.key();
+  }
+}
+
+// --- The checked run: outputs poisoned right before it and only then; the LSE checked where there is one. ---
+
+// Wraps a registered implementation and logs the calls the runner makes on its prepared case, in order.
+class Logged final : public Implementation {
+ public:
+  Logged(const Implementation& inner, std::vector<std::string>& log) : inner_(inner), log_(log) {}
+  std::string name() const override { return inner_.name(); }
+  std::string device() const override { return inner_.device(); }
+  std::string supports(const Case& c) const override { return inner_.supports(c); }
+  std::uint64_t predicted_bytes(const Case& c) const override { return inner_.predicted_bytes(c); }
+  double predicted_seconds(const Case& c, const MachineRates& rates) const override {
+    return inner_.predicted_seconds(c, rates);
+  }
+  std::unique_ptr<PreparedCase> prepare(const Case& c) const override {
+    return std::make_unique<LoggedCase>(inner_.prepare(c), log_);
+  }
+
+ private:
+  class LoggedCase final : public PreparedCase {
+   public:
+    LoggedCase(std::unique_ptr<PreparedCase> inner, std::vector<std::string>& log)
+        : inner_(std::move(inner)), log_(log) {}
+    void poison_outputs() override {
+      log_.push_back("poison");
+      inner_->poison_outputs();
+    }
+    double timed_run() override {
+      log_.push_back("run");
+      return inner_->timed_run();
+    }
+    const HostTensor& output() override {
+      log_.push_back("output");
+      return inner_->output();
+    }
+    const LseTensor* lse() override {
+      log_.push_back("lse");
+      return inner_->lse();
+    }
+
+   private:
+    std::unique_ptr<PreparedCase> inner_;
+    std::vector<std::string>& log_;
+  };
+  const Implementation& inner_;
+  std::vector<std::string>& log_;
+};
+
+Case small_case(std::int64_t seq_q, std::int64_t seq_k, Mode mode = Mode::prefill) {
+  Case c;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.seq_q = seq_q;
+  c.seq_k = seq_k;
+  c.head_dim = 64;
+  c.dtype = DType::fp16;
+  c.mask = Mask::causal;
+  c.mode = mode;
+  c.validate();
+  return c;
+}
+
+TEST(RunnerPoison, TheCheckedRunAloneIsPoisonedAndItsOutputsAreReadAfterIt) {
+  const Case c = small_case(40, 17);
+  MeasureSettings measure;
+  measure.warmup = 1;
+  measure.min_samples = 3;
+  measure.min_time_s = 0;
+  measure.max_noise_percent = 100;
+  std::vector<std::string> log;
+  const Record record = run_one(Logged(*find_implementation("cpu.tiled"), log), c, measure, RunOptions{});
+  ASSERT_EQ(record.status, Status::ok) << record.reason;
+  ASSERT_GE(log.size(), 6u);
+  EXPECT_EQ(std::vector<std::string>(log.begin(), log.begin() + 2), (std::vector<std::string>{"poison", "run"}));
+  std::vector<std::string> read(log.begin() + 2, log.begin() + 4);  // both read for the check, in either order
+  std::sort(read.begin(), read.end());
+  EXPECT_EQ(read, (std::vector<std::string>{"lse", "output"}));
+  EXPECT_EQ(std::count(log.begin(), log.end(), "poison"), 1) << "the timed samples are not poisoned";
+  EXPECT_GE(std::count(log.begin(), log.end(), "run"), 4);  // the checked run and three samples
+
+  log.clear();
+  measure.verify = false;  // --no-verify: nothing checked, nothing poisoned
+  const Record unchecked = run_one(Logged(*find_implementation("cpu.tiled"), log), c, measure, RunOptions{});
+  ASSERT_EQ(unchecked.status, Status::ok) << unchecked.reason;
+  EXPECT_EQ(std::count(log.begin(), log.end(), "poison"), 0);
+  EXPECT_FALSE(unchecked.verify.has_value());
+}
+
+// --interleave checks each implementation's first run the same way: poisoned once, before it.
+TEST(RunnerPoison, InterleavedCheckedRunsArePoisonedToo) {
+  const Case c = small_case(40, 17);
+  MeasureSettings measure;
+  measure.warmup = 1;
+  measure.min_samples = 3;
+  measure.min_time_s = 0;
+  measure.max_noise_percent = 100;
+  std::vector<std::string> tiled_log, naive_log;
+  const Logged tiled(*find_implementation("cpu.tiled"), tiled_log), naive(*find_implementation("cpu.naive"), naive_log);
+  const std::vector<Record> records = run_interleaved({&tiled, &naive}, c, measure, RunOptions{});
+  ASSERT_EQ(records.size(), 2u);
+  for (const auto* log : {&tiled_log, &naive_log}) {
+    ASSERT_GE(log->size(), 2u);
+    EXPECT_EQ(std::vector<std::string>(log->begin(), log->begin() + 2), (std::vector<std::string>{"poison", "run"}));
+    EXPECT_EQ(std::count(log->begin(), log->end(), "poison"), 1);
+  }
+  for (const Record& record : records) {
+    ASSERT_EQ(record.status, Status::ok) << record.reason;
+    EXPECT_TRUE(record.verify && record.verify->passed);
+    EXPECT_EQ(record.time->order, SampleOrder::interleaved);
+  }
+}
+
+// The CUDA kernels that write an LSE have it checked in every record (under the emulator here; the same
+// shell for cuda.*), rows without keys included; the others say they produced none.
+TEST(RunnerPoison, EveryKernelThatWritesAnLseHasItChecked) {
+  RunOptions options;
+  options.timing = false;
+  const Case prefill = small_case(40, 17);  // causal: rows 0..22 see no key
+  const Case decode = small_case(1, 300, Mode::decode);
+  for (const std::string name : {"emu.fa1", "emu.fa2", "emu.fa3", "emu.decode", "emu.decode-splitk", "emu.naive",
+                                 "cpu.tiled", "cpu.decode-splitk"}) {
+    const Implementation& impl = *find_implementation(name);
+    const Case& c = impl.supports(prefill).empty() ? prefill : decode;
+    ASSERT_EQ(impl.supports(c), "") << name;
+    const Record record = run_one(impl, c, MeasureSettings{}, options);
+    ASSERT_EQ(record.status, Status::ok) << name << ": " << record.reason;
+    ASSERT_TRUE(record.verify.has_value()) << name;
+    const bool writes_lse = name != "emu.naive" && name.rfind("cpu.", 0) != 0;
+    EXPECT_EQ(record.verify->lse_checked, writes_lse) << name;
+    if (writes_lse) {
+      EXPECT_LE(record.verify->lse_max_abs_diff, record.verify->lse_tolerance) << name;
+    }
+    const nlohmann::json json = record;
+    EXPECT_EQ(json.at("verify").at("lse_checked"), writes_lse) << name;
+    EXPECT_EQ(json.at("verify").contains("lse_tolerance"), writes_lse) << name;
   }
 }
 

@@ -44,6 +44,7 @@ std::vector<std::string> saved_files() {
 void save_case(const Implementation& impl, const Case& c, const std::string& directory) {
   std::filesystem::create_directories(directory);
   auto prepared = impl.prepare(c);
+  prepared->poison_outputs();  // as before a checked run: what the run does not write is NaN in o.npy
   prepared->timed_run();
   const AttentionInputs* inputs = prepared->host_inputs();
   if (!inputs) throw UsageError(fmt::format("--save: {} does not expose its inputs on the host", impl.name()));

@@ -96,13 +96,19 @@ bool screen(const Implementation& impl, const Case& c, const MeasureSettings& me
   return true;
 }
 
-void check_first_run(const Case& c, PreparedCase& prepared, Record& record) {
+double first_run_checked(const Case& c, PreparedCase& prepared, const MeasureSettings& measure, Record& record) {
+  // The checked run writes into outputs that are all NaN, so that what it leaves unwritten fails the check
+  // (PreparedCase::poison_outputs); the timed samples after it are not poisoned.
+  if (measure.verify) prepared.poison_outputs();
+  const double seconds = prepared.timed_run();
+  if (!measure.verify) return seconds;
   // The checker regenerates the inputs itself rather than trusting the implementation's copy.
-  record.verify = check_output(c, GeneratedInputs(c), prepared.output());
+  record.verify = check_output(c, GeneratedInputs(c), prepared.output(), prepared.lse());
   if (!record.verify->passed) {
     record.status = Status::mismatch;
     record.reason = record.verify->note;
   }
+  return seconds;
 }
 
 void record_failure(Record& record, const std::exception_ptr& error) {
@@ -340,8 +346,7 @@ Record run_one(const Implementation& impl, const Case& c, const MeasureSettings&
     host_memory().reset_peaks();
     auto prepared = impl.prepare(c);
     prepared->configure(measure);
-    const double first_run = prepared->timed_run();  // also the first warm-up run
-    if (measure.verify) check_first_run(c, *prepared, record);
+    const double first_run = first_run_checked(c, *prepared, measure, record);  // also the first warm-up run
     if (options.timing && impl.timed() && !interrupted()) {
       MeasureSettings rest = measure;
       rest.warmup = std::max(0, measure.warmup - 1);

@@ -1,6 +1,7 @@
 // The sweep runner: every (case × implementation) of a plan, in order. For each: supports(), predicted
-// memory and time against the limits (skipped with the numbers), prepare, one run checked against the
-// float64 reference, then timed samples; a record streams to the JSONL file and the table as it finishes.
+// memory and time against the limits (skipped with the numbers), prepare, one run into outputs poisoned with
+// NaN checked against the float64 reference (its output, and its LSE where it produces one), then timed
+// samples; a record streams to the JSONL file and the table as it finishes.
 //
 // Faults: an implementation that throws (a CUDA error, an allocation failure) gives a `failed` record with
 // the error's text and the sweep goes on. A crash, a hang or a poisoned CUDA context cannot be caught that
@@ -110,8 +111,10 @@ bool screen(const Implementation& impl, const Case& c, const MeasureSettings& me
             bool device_limit, Record& record);
 // FAPROBE_TEST_FAULT (above), for this case: throws, crashes or hangs, or returns.
 void apply_test_fault(const Case& c);
-// The first run's output against the float64 reference: record.verify, and a mismatch's status and reason.
-void check_first_run(const Case& c, PreparedCase& prepared, Record& record);
+// The first run of a prepared case, returning its seconds; with measure.verify its outputs are poisoned (NaN)
+// before it and checked against the float64 reference after it: record.verify, and a mismatch's status and
+// reason.
+double first_run_checked(const Case& c, PreparedCase& prepared, const MeasureSettings& measure, Record& record);
 // An exception (std::exception) an implementation threw: record.status failed, the reason its text (or
 // "out of host memory (predicted N)" for std::bad_alloc).
 void record_failure(Record& record, const std::exception_ptr& error);
