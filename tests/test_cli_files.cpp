@@ -365,7 +365,9 @@ TEST_F(Cli, DocumentsThatCannotBeWrittenAtTheEndExitOneAndKeepTheOldOnes) {
 
   // A file-size limit that the JSONL fits under and the JSON document does not (one case, so that every
   // version of the document, the one after the first record included, is too large).
-  const std::string one_case = " --impl cpu.tiled --seq 17 --heads 2 --head-dim 16 --min-samples 2 --min-time 0";
+  // Two samples exactly (--max-noise 100): a record's size must not depend on how many the load asked for.
+  const std::string one_case =
+      " --impl cpu.tiled --seq 17 --heads 2 --head-dim 16 --min-samples 2 --min-time 0 --max-noise 100";
   ASSERT_EQ(faprobe("sweep --out sizes.jsonl --json sizes.json" + one_case).status, 0);
   const std::uint64_t jsonl_bytes = fs::file_size(path("sizes.jsonl")), json_bytes = fs::file_size(path("sizes.json"));
   const std::uint64_t blocks = (jsonl_bytes + 300 + 511) / 512;

@@ -3,6 +3,7 @@
 // correctness change, --baseline-impl, and the printers; duplicates and both file formats.
 #include <cmath>
 #include <fstream>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -30,7 +31,13 @@ Record timed(const std::string& impl, std::int64_t seq, std::vector<double> raw)
   std::sort(sorted.begin(), sorted.end());
   record.time = TimeStats{sorted[sorted.size() / 2], sorted[sorted.size() / 2], sorted.front(), sorted.back(),
                           sorted.front(), sorted.back(), 0, std::int64_t(raw.size()), raw};
-  record.verify = VerifyResult{1e-7, 1e-6, 1e-5, 64, 4, true, ""};
+  record.verify = VerifyResult{};
+  record.verify->max_abs_diff = 1e-7;
+  record.verify->max_rel_diff = 1e-6;
+  record.verify->tolerance = 1e-5;
+  record.verify->rows_checked = 64;
+  record.verify->heads_checked = 4;
+  record.verify->passed = true;
   return record;
 }
 
@@ -174,6 +181,24 @@ TEST(Compare, CorrectnessChangesCount) {
   Record tiny = base;
   tiny.verify->max_abs_diff = 5e-8;  // from 0, but below 1 % of the tolerance: not a finding
   EXPECT_TRUE(only_pair(compare_runs(set_of({exact}), set_of({tiny}), {})).changes.empty());
+  Record with_lse = base;
+  with_lse.verify->lse_checked = true;
+  with_lse.verify->lse_max_abs_diff = 1e-7;
+  with_lse.verify->lse_tolerance = 1e-5;
+  auto lse_changes = [&](const std::function<void(VerifyResult&)>& edit) {
+    Record next = with_lse;
+    edit(*next.verify);
+    return only_pair(compare_runs(set_of({with_lse}), set_of({next}), {})).changes;
+  };
+  const auto lost = lse_changes([](VerifyResult& v) { v.lse_checked = false; });
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].what, "LSE checked → not checked");
+  EXPECT_TRUE(lost[0].regression);
+  const auto lse_error = lse_changes([](VerifyResult& v) { v.lse_max_abs_diff = 4e-6; });
+  ASSERT_EQ(lse_error.size(), 1u);
+  EXPECT_NE(lse_error[0].what.find("LSE max_abs_diff 1e-07 → 4e-06"), std::string::npos) << lse_error[0].what;
+  EXPECT_EQ(lse_changes([](VerifyResult& v) { v.lse_tolerance = 5e-5; }).size(), 1u);
+  EXPECT_TRUE(lse_changes([](VerifyResult& v) { v.lse_max_abs_diff = 1.5e-7; }).empty());
   auto unchecked = changes_to([](Record& r) { r.verify.reset(); });  // --no-verify in NEW
   ASSERT_EQ(unchecked.size(), 1u);
   EXPECT_TRUE(unchecked[0].regression);

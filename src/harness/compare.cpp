@@ -78,13 +78,20 @@ std::vector<CheckChange> compare_checks(const Record& base, const Record& next) 
                                      after->tolerance / before->tolerance),
                          true});
     }
-    if (after->max_abs_diff > kCheckGrowth * before->max_abs_diff &&
-        after->max_abs_diff > kDiffFloor * after->tolerance) {
-      const std::string growth =
-          before->max_abs_diff > 0 ? fmt::format("{:.1f}×", after->max_abs_diff / before->max_abs_diff) : "from 0";
-      changes.push_back({fmt::format("max_abs_diff {} → {} ({})", number(before->max_abs_diff),
-                                     number(after->max_abs_diff), growth),
-                         true});
+    auto grew = [&](const char* what, double was, double is, double tolerance) {
+      if (!(is > kCheckGrowth * was && is > kDiffFloor * tolerance)) return;
+      const std::string growth = was > 0 ? fmt::format("{:.1f}×", is / was) : "from 0";
+      changes.push_back({fmt::format("{} {} → {} ({})", what, number(was), number(is), growth), true});
+    };
+    grew("max_abs_diff", before->max_abs_diff, after->max_abs_diff, after->tolerance);
+    if (before->lse_checked && !after->lse_checked) changes.push_back({"LSE checked → not checked", true});
+    if (before->lse_checked && after->lse_checked) {
+      if (after->lse_tolerance > kCheckGrowth * before->lse_tolerance) {
+        changes.push_back({fmt::format("LSE tolerance {} → {} ({:.1f}×)", number(before->lse_tolerance),
+                                       number(after->lse_tolerance), after->lse_tolerance / before->lse_tolerance),
+                           true});
+      }
+      grew("LSE max_abs_diff", before->lse_max_abs_diff, after->lse_max_abs_diff, after->lse_tolerance);
     }
   }
   return changes;

@@ -20,7 +20,9 @@
 //   not checked      BASE was verified, NEW was not (--no-verify, or a check that no longer runs);
 //   tolerance        NEW's tolerance is more than twice BASE's (the policy was loosened);
 //   max_abs_diff     NEW's error is more than twice BASE's and above 1 % of the tolerance (below that, a
-//                    change in the last bits of a near-exact result is not a finding).
+//                    change in the last bits of a near-exact result is not a finding);
+//   LSE              likewise for the log-sum-exp's check: checked → not checked, its tolerance or its error
+//                    more than doubled.
 // A change towards ok is listed as an improvement. Exit status (runs): 1 when any pair is slower or any check
 // regressed, else 0; --baseline-impl compares different implementations, which is a table, not a gate: 0.
 #pragma once
