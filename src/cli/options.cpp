@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cuda/runtime/gpu.hpp"
+#include "harness/build_info.hpp"
 #include "model/errors.hpp"
 #include "model/host_info.hpp"
 
@@ -144,7 +145,8 @@ nlohmann::json run_metadata(const nlohmann::json& rates) {
   const DeviceScan scan = scan_devices();
   nlohmann::json metadata{{"schema", "faprobe/1"},
                           {"version", FAPROBE_VERSION},
-                          {"git_revision", FAPROBE_GIT_REVISION},
+                          {"git_revision", build_info().git_revision},
+                          {"build", build_info()},
                           {"command", g_command_line},
                           {"time", stamp},
                           {"host", host_info()},
