@@ -19,7 +19,7 @@ namespace faprobe {
 namespace {
 
 // Quick measure settings, so that each run here (and each repro of it) takes a fraction of a second.
-constexpr const char* kQuick = " --warmup 0 --min-samples 2 --min-time 0 --max-noise 100 --max-time 1";
+constexpr const char* kQuickMeasure = " --warmup 0 --min-samples 2 --min-time 0 --max-noise 100 --max-time 1";
 
 class CliProvenance : public Cli {
  protected:
@@ -51,7 +51,7 @@ class CliProvenance : public Cli {
 };
 
 TEST_F(CliProvenance, TheHeaderRecordsTheBuildAndTheCpusVectorExtensions) {
-  const Result run = faprobe(std::string("run --impl cpu.naive --seq 17 --heads 2 --head-dim 16") + kQuick +
+  const Result run = faprobe(std::string("run --impl cpu.naive --seq 17 --heads 2 --head-dim 16") + kQuickMeasure +
                              " --json r.json");
   ASSERT_EQ(run.status, 0) << run.err;
   const nlohmann::json header = document("r.json");
@@ -95,7 +95,7 @@ TEST_F(CliProvenance, TheHeaderRecordsTheBuildAndTheCpusVectorExtensions) {
 
 TEST_F(CliProvenance, WithoutNvmlTheHeaderSaysWhyAndTheRunGoesOn) {
   write("libnvidia-ml.so.1", "not a shared library\n");
-  const std::string run = std::string("run --impl cpu.naive --seq 17 --heads 2 --head-dim 16") + kQuick + " --json r.json";
+  const std::string run = std::string("run --impl cpu.naive --seq 17 --heads 2 --head-dim 16") + kQuickMeasure + " --json r.json";
   struct Setting {
     std::string library, reason;
   };
@@ -125,25 +125,25 @@ TEST_F(CliProvenance, WithoutNvmlTheHeaderSaysWhyAndTheRunGoesOn) {
 }
 
 TEST_F(CliProvenance, APlainCaseRoundTrips) {
-  expect_round_trip(std::string("run --impl cpu.naive --seq 17 --heads 2 --head-dim 16") + kQuick);
+  expect_round_trip(std::string("run --impl cpu.naive --seq 17 --heads 2 --head-dim 16") + kQuickMeasure);
 }
 
 TEST_F(CliProvenance, ACausalGqaCaseWithSeqQBelowSeqRoundTrips) {
   expect_round_trip(std::string("run --impl cpu.tiled --seq 100 --seq-q 17 --batch 2 --heads 8 --kv-heads 2 "
                                 "--head-dim 80 --dtype bf16 --mask causal --seed 7 --threads 1") +
-                    kQuick);
+                    kQuickMeasure);
 }
 
 TEST_F(CliProvenance, APagedDecodeCaseRoundTrips) {
   expect_round_trip(std::string("run --impl cpu.decode-splitk --mode decode --batch 2 --seq 70 --page-size 32 "
                                 "--heads 4 --kv-heads 1 --splits 3 --dtype fp16") +
-                    kQuick);
+                    kQuickMeasure);
 }
 
 TEST_F(CliProvenance, AVariableLengthPagedCaseRoundTrips) {
   expect_round_trip(std::string("run --impl cpu.decode-splitk --mode decode --seqlens 40,17,33,17 --page-size 16 "
                                 "--heads 4 --kv-heads 2 --mask causal --no-verify") +
-                    kQuick);
+                    kQuickMeasure);
 }
 
 TEST_F(CliProvenance, SweepAndVerifyRecordsCarryTheirConfigsSettings) {

@@ -8,6 +8,8 @@
 #include "cuda/runtime/nvml.hpp"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -231,10 +233,16 @@ void NvmlMonitor::start_sampling(std::chrono::milliseconds period) {
     const std::lock_guard<std::mutex> lock(mutex_);
     stop_requested_ = false;
   }
+  // The thread starts with every signal blocked (it inherits this thread's mask, restored right after), so
+  // that Ctrl-C is never delivered to it.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
   sampler_ = std::thread([this, period] {
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stop_signal_.wait_for(lock, period, [this] { return stop_requested_; })) sample_locked();
   });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 void NvmlMonitor::stop_sampling() {
