@@ -142,10 +142,17 @@ NvmlMonitor::NvmlMonitor(const std::string& library) : library_(library) {
   require(api->max_clock_info, "nvmlDeviceGetMaxClockInfo");
   require(api->enforced_power_limit, "nvmlDeviceGetEnforcedPowerLimit");
   api->clock_event_reasons = symbol<decltype(api->clock_event_reasons)>(handle_, "nvmlDeviceGetCurrentClocksEventReasons");
-  if (api->clock_event_reasons == nullptr) require(api->clock_event_reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  if (api->clock_event_reasons == nullptr) {
+    api->clock_event_reasons = symbol<decltype(api->clock_event_reasons)>(handle_, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  }
+  if (api->clock_event_reasons == nullptr) {
+    missing.emplace_back("nvmlDeviceGetCurrentClocksEventReasons (or ...ThrottleReasons)");
+  }
   api->driver_version = symbol<decltype(api->driver_version)>(handle_, "nvmlSystemGetDriverVersion");
   if (!missing.empty()) {
     reason_unavailable_ = fmt::format("{} is not NVML: it has no {}", library, fmt::join(missing, ", "));
+    dlclose(handle_);  // none of its functions was called: nothing needs it loaded
+    handle_ = nullptr;
     return;
   }
   if (const NvmlReturn status = api->init(); status != kNvmlSuccess) {
