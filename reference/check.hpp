@@ -19,6 +19,27 @@
 // floor is 1e-2, ten times bf16's: the output is bf16, whose half step is up to 1.6e-2 for |O| in [4, 6], and
 // it matters only where plain happens to be nearly exact (rows that see one or two keys); it stays far below
 // what a dropped scale (a factor 64 on O or on the scores) does.
+//
+// The LSE (where an implementation produces one: the flash-style CUDA kernels; LseTensor, model/tensor.hpp)
+// is checked on the same rows, against the float64 log-sum-exp ln Σ_j exp(scale · q·k_j) over the keys each
+// row sees (natural log, scaled scores), by the same rule:
+//   lse_max_abs_diff <= 2 · max |plain_lse − reference_lse| + lse_tolerance_floor(dtype)
+// where plain_lse is the LSE computed plainly in fp32 (HeadReference::plain_row), the precision every kernel
+// holds its scores and row sums in, whatever the dtype: fp32 dot products, fp32 exp, sum and log. Its error
+// grows with head_dim (the dot products) and with the number of keys (the row sum, summed serially: the
+// plain end of the range). The floor is 1e-5 for fp32, fp16 and bf16, for what plain does not share with a
+// kernel: ex2.approx (2^-22 relative per term, 2e-7 on the LSE), the log2(e) folded into the scale and the
+// ln 2 of the result (an ulp of a value near 16 is 1e-6), and on a GPU the tensor cores' fp32 accumulation,
+// which truncates rather than rounds (Fasi et al. 2021; up to about 3e-6 on a score at head_dim 128 by
+// that bound), with a margin. It is 1e-3 for fp8_e4m3: Hopper's e4m3 wgmma keeps about 14 significant bits
+// while accumulating (DeepSeek-V3's technical report, measured on H800), up to 2^-14 of Σ|q_i·k_i|·scale,
+// about 5e-4 on a score at head_dim 128. Both floors are orders below the defects the check is there for:
+// log2 written for the natural log (a factor 1.44), a dropped scale, one row's LSE written to its
+// neighbour's place (differences of order 0.1 to 1), a row left unwritten (NaN).
+// A row that sees no key (causal with seq_q > seq_k) must hold −inf exactly (ln 0, what the kernels and the
+// reference write; flash-attention writes +inf there, which fails here), and every other row a finite
+// value: NaN anywhere, ±inf where keys are seen, or a finite value where none is fails whatever the
+// tolerance.
 #pragma once
 #include <cstdint>
 #include <utility>
@@ -50,22 +71,37 @@ struct VerifyResult {
   double tolerance = 0;
   std::int64_t rows_checked = 0;
   std::int64_t heads_checked = 0;
-  bool passed = false;
-  std::string note;  // why it failed, when it did (e.g. "NaN at b0 h3 row 17")
+  bool passed = false;      // the output and, when lse_checked, the LSE within their tolerances
+  // The LSE, on the same rows (the top of this file): whether there was one to check, and when there was, the
+  // largest |lse − reference| (+inf where a row's LSE is ±inf or finite against the reference's value, NaN
+  // where it is NaN; 0 for a row that sees no key and holds −inf) and its tolerance.
+  bool lse_checked = false;
+  double lse_max_abs_diff = 0;
+  double lse_tolerance = 0;
+  // Why it failed, when it did: "non-finite output (NaN) at batch 0 head 3 row 17 col 0, in 64 of 258 rows
+  // checked", "max_abs_diff 0.31 > tolerance 0.002 at batch 1 head 0 row 5", "LSE off by 0.69 at batch 0 head
+  // 1 row 17 (tolerance 1.1e-05)".
+  std::string note;
 };
 
+// The record's `verify` object: max_abs_diff, max_rel_diff, tolerance, rows_checked, heads_checked, passed,
+// lse_checked (always), lse_max_abs_diff and lse_tolerance (when lse_checked), note (when not empty). A
+// non-finite difference is written as null (JSON has no NaN or Infinity) and read back as NaN. Records
+// written before the LSE check existed have no lse_checked: read as not checked.
 void to_json(nlohmann::json& out, const VerifyResult& result);
 void from_json(const nlohmann::json& in, VerifyResult& result);
 
 double tolerance_floor(DType dtype);
+double lse_tolerance_floor(DType dtype);
 
 // Which rows of which heads a check covers: all of them for small cases; else the first and last
 // (batch, head) plus seeded picks, and in each the first and last row, the causal diagonal's edge (the
 // first row that sees a key, and the rows around it), block boundaries, and evenly spaced rows.
 CheckPlan plan_check(const Case& c, const CheckLimits& limits = {});
 
-// Checks `output` (shaped like Q) against the reference computed from `inputs`.
+// Checks `output` (shaped like Q) against the reference computed from `inputs`, and `lse` too when given
+// (an implementation's PreparedCase::lse(); null: it produces none, lse_checked stays false).
 VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTensor& output,
-                          const CheckLimits& limits = {});
+                          const LseTensor* lse = nullptr, const CheckLimits& limits = {});
 
 }  // namespace faprobe

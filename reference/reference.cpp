@@ -1,6 +1,7 @@
 #include "reference/reference.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "model/fp8.hpp"
 
@@ -80,36 +81,61 @@ HeadReference::HeadReference(const Case& c, const InputSource& inputs, std::int6
   values_fp32_ = values_.transpose().cast<float>();
 }
 
-Eigen::VectorXd HeadReference::output_row(const InputSource& inputs, std::int64_t h, std::int64_t row) const {
+Eigen::VectorXd HeadReference::output_row(const InputSource& inputs, std::int64_t h, std::int64_t row,
+                                          double* lse) const {
   const std::int64_t visible = case_.visible_keys(b_, row);
   Eigen::VectorXd output = Eigen::VectorXd::Zero(case_.head_dim);
-  if (visible == 0) return output;  // a row that sees no key outputs zeros
+  if (visible == 0) {  // a row that sees no key outputs zeros; its LSE is ln 0
+    if (lse != nullptr) *lse = -std::numeric_limits<double>::infinity();
+    return output;
+  }
   Eigen::VectorXd query(case_.head_dim);
   inputs.row(TensorId::q, b_, row, h, query.data());
   const Eigen::VectorXd scores = (keys_.topRows(visible) * query) * case_.scale();
-  const Eigen::ArrayXd weights = (scores.array() - scores.maxCoeff()).exp();
+  const double max_score = scores.maxCoeff();
+  const Eigen::ArrayXd weights = (scores.array() - max_score).exp();
   output.noalias() = values_.topRows(visible).transpose() * weights.matrix();
+  if (lse != nullptr) *lse = max_score + std::log(weights.sum());
   return output / weights.sum();
 }
 
-Eigen::VectorXd HeadReference::plain_row(const InputSource& inputs, std::int64_t h, std::int64_t row) const {
-  const std::int64_t visible = case_.visible_keys(b_, row);
-  Eigen::VectorXd output = Eigen::VectorXd::Zero(case_.head_dim);
-  if (visible == 0) return output;
-  const DType dtype = case_.dtype;
-  Eigen::VectorXd query_row(case_.head_dim);
-  inputs.row(TensorId::q, b_, row, h, query_row.data());
-  const Eigen::VectorXf query = query_row.cast<float>();
-  if (dtype == DType::fp8_e4m3) return plain_fp8_row(query, visible);
-
-  // Plain loops in fp32: each score summed serially over head_dim (as a GEMM's inner product does), rounded
-  // to the dtype as a framework's matmul output would be; softmax in fp32; P·V summed serially over keys.
+Eigen::VectorXf HeadReference::plain_scores(const Eigen::VectorXf& query, std::int64_t visible) const {
   Eigen::VectorXf scores(visible);
   for (std::int64_t j = 0; j < visible; ++j) {
     float dot = 0.0f;
     for (std::int64_t c = 0; c < case_.head_dim; ++c) dot += keys_fp32_(c, j) * query(c);
-    scores(j) = round_to(dtype, dot * float(case_.scale()));
+    scores(j) = dot * float(case_.scale());
   }
+  return scores;
+}
+
+double HeadReference::plain_log_sum_exp(const Eigen::VectorXf& scores) {
+  const float max_score = scores.maxCoeff();
+  float row_sum = 0.0f;
+  for (Eigen::Index j = 0; j < scores.size(); ++j) row_sum += std::exp(scores(j) - max_score);
+  return double(max_score + std::log(row_sum));
+}
+
+Eigen::VectorXd HeadReference::plain_row(const InputSource& inputs, std::int64_t h, std::int64_t row,
+                                         double* plain_lse) const {
+  const std::int64_t visible = case_.visible_keys(b_, row);
+  Eigen::VectorXd output = Eigen::VectorXd::Zero(case_.head_dim);
+  if (visible == 0) {
+    if (plain_lse != nullptr) *plain_lse = -std::numeric_limits<double>::infinity();
+    return output;
+  }
+  const DType dtype = case_.dtype;
+  Eigen::VectorXd query_row(case_.head_dim);
+  inputs.row(TensorId::q, b_, row, h, query_row.data());
+  const Eigen::VectorXf query = query_row.cast<float>();
+  // Plain loops in fp32: each score summed serially over head_dim (as a GEMM's inner product does).
+  Eigen::VectorXf scores = plain_scores(query, visible);
+  if (plain_lse != nullptr) *plain_lse = plain_log_sum_exp(scores);
+  if (dtype == DType::fp8_e4m3) return plain_fp8_row(scores);
+
+  // Scores rounded to the dtype as a framework's matmul output would be; softmax in fp32; P·V summed
+  // serially over keys.
+  for (std::int64_t j = 0; j < visible; ++j) scores(j) = round_to(dtype, scores(j));
   Eigen::ArrayXf weights = (scores.array() - scores.maxCoeff()).exp();
   weights /= weights.sum();
   Eigen::VectorXf accumulated = Eigen::VectorXf::Zero(case_.head_dim);
@@ -120,16 +146,11 @@ Eigen::VectorXd HeadReference::plain_row(const InputSource& inputs, std::int64_t
   return output;
 }
 
-Eigen::VectorXd HeadReference::plain_fp8_row(const Eigen::VectorXf& query, std::int64_t visible) const {
+Eigen::VectorXd HeadReference::plain_fp8_row(const Eigen::VectorXf& scores) const {
   // Rounding the unnormalised P̃ (largest element exactly 1), as FA-3 does, rather than the normalised P keeps
   // it where e4m3 has its 3 bits: at seq_k 4096 a typical normalised probability (~2^-12) is below e4m3's
   // smallest subnormal (2^-9) and would round to zero.
-  Eigen::VectorXf scores(visible);
-  for (std::int64_t j = 0; j < visible; ++j) {
-    float dot = 0.0f;
-    for (std::int64_t c = 0; c < case_.head_dim; ++c) dot += keys_fp32_(c, j) * query(c);
-    scores(j) = dot * float(case_.scale());
-  }
+  const std::int64_t visible = scores.size();
   const Eigen::ArrayXf weights = (scores.array() - scores.maxCoeff()).exp();
   const float row_sum = weights.sum();
   Eigen::VectorXf accumulated = Eigen::VectorXf::Zero(case_.head_dim);

@@ -24,6 +24,12 @@ gflops (the default three), tflops and gbps.
           gbps-bf16-d128-h32kv8-s4k-by-batch.png; one line per implementation × page size (contiguous or
           paged), peers dashed, and the device's copy bandwidth as a dotted line (the --json document's
           rates.gpu.copy_gbytes_per_s, else gbytes_per_s / bandwidth_fraction of the records).
+  samples one case's raw samples (time_s.samples_s), NAME + samples.png: the run order (sample index vs
+          seconds: drift, warm-up, throttling show as trends and steps) beside a histogram of the same
+          samples, one colour per record — the case as BASE and NEW of `faprobe compare`, when both files
+          are given. --select FIELD=VALUE,... chooses the case (impl and case fields: impl=cpu.tiled,
+          seq_k=4096,dtype=bf16); every record it matches is drawn, and it must match at least one with
+          raw samples.
 
 When records span several shapes (batch, heads, head_dim, dtype, mask, mode, ... differ), each shape gets
 its own line with a compact label, or its own panel when there would be too many lines. When batch · seq
@@ -760,7 +766,61 @@ def gbps_groups(records):
     return figures
 
 
-PLOTS = ("memory", "time", "gflops", "tflops", "gbps")
+def select_records(records, selection):
+    """The records whose impl and case fields equal every FIELD=VALUE of `selection` (values compared as
+    text, so seq_k=4096 matches the integer 4096)."""
+    wanted = {}
+    for part in filter(None, (p.strip() for p in selection.split(","))):
+        field, equals, value = part.partition("=")
+        if not equals or not field.strip():
+            raise InputError(f"--select '{selection}': expected FIELD=VALUE,... (impl=cpu.tiled,seq_k=4096)")
+        wanted[field.strip()] = value.strip()
+
+    def value_of(record, field):
+        if field == "impl":
+            return record["impl"]
+        if field == "device":
+            return record.get("device")
+        return record["case"].get(field)
+
+    return [r for r in records if all(str(value_of(r, f)) == v for f, v in wanted.items())]
+
+
+def plot_samples(plt, records, path, source):
+    """Run order and histogram of the raw samples of `records` (each tagged with its file in "_source")."""
+    drawn = [r for r in records if (r.get("time_s") or {}).get("samples_s")]
+    fig, (order, histogram) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained",
+                                           gridspec_kw={"width_ratios": [3, 2]})
+    palette = plt.get_cmap("tab10").colors
+    everything = [v for r in drawn for v in r["time_s"]["samples_s"]]
+    low, high = min(everything), max(everything)
+    bins = [low + (high - low) * i / 40 for i in range(41)] if high > low else 10
+    for i, record in enumerate(drawn):
+        seconds = record["time_s"]["samples_s"]
+        taken = record["time_s"].get("samples") or len(seconds)
+        label = f"{record['impl']} · {record['_source']} ({len(seconds)} of {taken} samples)"
+        color = palette[i % len(palette)]
+        order.plot(range(len(seconds)), [v * 1e3 for v in seconds], marker=".", markersize=3, linewidth=0.6,
+                   color=color, label=label)
+        histogram.hist([v * 1e3 for v in seconds], bins=[b * 1e3 for b in bins] if isinstance(bins, list) else bins,
+                       alpha=0.5, color=color, label=label)
+    case = drawn[0]["case"]
+    shape = " ".join(f"{k}={case[k]}" for k in AXIS_ORDER if case.get(k) not in (None, "", [], 0) and k != "seed")
+    order.set_title("samples in the order taken", fontsize=9)
+    order.set_xlabel("sample")
+    order.set_ylabel("ms")
+    histogram.set_title("distribution", fontsize=9)
+    histogram.set_xlabel("ms")
+    histogram.set_ylabel("samples")
+    order.legend(fontsize=7)
+    fig.suptitle(f"raw samples: {shape}", fontsize=10)
+    fig.text(0.5, -0.02, source + " · kept samples are evenly thinned beyond 10,000 (faprobe's README)",
+             ha="center", fontsize=7, color="gray")
+    fig.savefig(path, dpi=130, bbox_inches="tight", pad_inches=0.15)
+    plt.close(fig)
+
+
+PLOTS = ("memory", "time", "gflops", "tflops", "gbps", "samples")
 
 
 def main(argv=None):
@@ -773,6 +833,8 @@ def main(argv=None):
                         help="file name prefix (default: the first RESULTS' name without extension, plus '-')")
     parser.add_argument("--plots", default="memory,time,gflops",
                         help=f"which plots, comma-separated from {', '.join(PLOTS)} (default: memory,time,gflops)")
+    parser.add_argument("--select", metavar="FIELD=VALUE,...", default="",
+                        help="the case of --plots samples: impl and case fields (impl=cpu.tiled,seq_k=4096)")
     args = parser.parse_args(argv)
     plots = [name.strip() for name in args.plots.split(",") if name.strip()]
     if not plots or any(name not in PLOTS for name in plots):
@@ -785,8 +847,14 @@ def main(argv=None):
             file_records, file_metadata = load_results(path)
             if not file_records:
                 raise InputError(f"{path}: no records")
-            records += file_records
+            records += [dict(r, _source=os.path.basename(path)) for r in file_records]
             metadata = metadata or file_metadata  # the first --json document's host, devices, version
+        if "samples" in plots:
+            if not args.select:
+                raise InputError("--plots samples needs --select FIELD=VALUE,... naming one case")
+            selected = [r for r in select_records(records, args.select) if (r.get("time_s") or {}).get("samples_s")]
+            if not selected:
+                raise InputError(f"--select '{args.select}': no record with raw samples (time_s.samples_s) matches")
     except InputError as error:
         print(f"plot.py: {error}", file=sys.stderr)
         return 2
@@ -824,6 +892,8 @@ def main(argv=None):
             for suffix, group, x_axis in gbps_groups(records):
                 figures.append((suffix, Plotter(plt, ticker, Line2D, group, metadata, source, x_axis, facet=False),
                                 "gbps"))
+        elif name == "samples":
+            figures.append(("samples", None, "samples"))
         else:
             plotter = plotter or Plotter(plt, ticker, Line2D, records, metadata, source)
             figures.append((name, plotter, name))
@@ -833,7 +903,10 @@ def main(argv=None):
     for name, drawer, method in figures:
         path = os.path.join(out_dir, f"{prefix}{name}.png")
         try:
-            getattr(drawer, method)(path)
+            if method == "samples":
+                plot_samples(plt, selected, path, source)
+            else:
+                getattr(drawer, method)(path)
         except OSError as error:
             print(f"plot.py: {path}: cannot write ({error.strerror or error})", file=sys.stderr)
             return 2

@@ -1,11 +1,16 @@
 // The checker: what it samples, that it passes the reference itself, and that it catches damage that is
-// just above the tolerance, NaNs, and wrong rows that only the sampled edges would reveal.
+// just above the tolerance, NaNs, and wrong rows that only the sampled edges would reveal; the NaN poison
+// of outputs and NaN differences in records; the LSE check (its tolerance against the reference and a
+// kernel-style fp32 computation, wrong LSEs of every kind, -inf for rows that see no key).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "model/fp8.hpp"
 #include "reference/check.hpp"
@@ -153,7 +158,230 @@ TEST(Check, TheFirstNonFiniteOutputElementIsNamed) {
   out.set(out.offset(0, 5, 2) + 9, std::numeric_limits<float>::infinity());
   const VerifyResult result = check_output(c, GeneratedInputs(c), out);
   EXPECT_FALSE(result.passed);
-  EXPECT_EQ(result.note, "non-finite output at batch 0 head 2 row 5 col 9");
+  EXPECT_EQ(result.note, "non-finite output (inf) at batch 0 head 2 row 5 col 9, in 1 of 264 rows checked");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The NaN poison of outputs (PreparedCase::poison_outputs) and the records' NaN differences.
+
+TEST(CheckPoison, ThePoisonIsNanInEveryDtypeAndAnUnwrittenRowIsNamed) {
+  for (DType dtype : {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3}) {
+    HostTensor tensor(dtype, 1, 3, 2, 8);
+    fill_nan(tensor);
+    for (std::int64_t i = 0; i < tensor.elements(); ++i) {
+      ASSERT_TRUE(std::isnan(tensor.get(i))) << to_string(dtype) << " element " << i;
+    }
+  }
+  const Case c = small_case(DType::bf16);
+  LseTensor lse(c);
+  fill_nan(lse);
+  for (std::int64_t i = 0; i < lse.elements(); ++i) ASSERT_TRUE(std::isnan(lse.data()[i])) << i;
+
+  // The reference everywhere but in the last two rows of every head, which a kernel did not write.
+  HostTensor out = reference_output(c);
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t row : {31, 32})
+        for (std::int64_t col = 0; col < c.head_dim; ++col) out.set(out.offset(b, row, h) + col, NAN);
+  const VerifyResult result = check_output(c, GeneratedInputs(c), out);
+  EXPECT_FALSE(result.passed);
+  EXPECT_EQ(result.note, "non-finite output (NaN) at batch 0 head 0 row 31 col 0, in 16 of 264 rows checked");
+}
+
+TEST(CheckPoison, NonFiniteDifferencesSurviveTheRecord) {
+  VerifyResult result;
+  result.max_abs_diff = std::numeric_limits<double>::quiet_NaN();  // a NaN output
+  result.max_rel_diff = std::numeric_limits<double>::quiet_NaN();
+  result.tolerance = 2e-3;
+  result.rows_checked = 10;
+  result.heads_checked = 1;
+  result.lse_checked = true;
+  result.lse_max_abs_diff = std::numeric_limits<double>::infinity();  // an LSE of +inf where keys are seen
+  result.lse_tolerance = 1e-5;
+  result.note = "non-finite output (NaN) at batch 0 head 0 row 3 col 0, in 1 of 10 rows checked";
+  const nlohmann::json written = nlohmann::json::parse(nlohmann::json(result).dump());  // as a record file holds it
+  EXPECT_TRUE(written.at("max_abs_diff").is_null()) << written.dump();  // JSON has no NaN: null
+  const VerifyResult back = written.get<VerifyResult>();
+  EXPECT_TRUE(std::isnan(back.max_abs_diff));
+  EXPECT_TRUE(std::isnan(back.lse_max_abs_diff));  // not a number it can compare, whichever it was
+  EXPECT_EQ(back.tolerance, 2e-3);
+  EXPECT_TRUE(back.lse_checked);
+  EXPECT_EQ(back.lse_tolerance, 1e-5);
+  EXPECT_EQ(back.note, result.note);
+  EXPECT_THROW(nlohmann::json::parse(R"({"max_abs_diff": "big", "max_rel_diff": 0, "tolerance": 0,
+    "rows_checked": 1, "heads_checked": 1, "passed": true})").get<VerifyResult>(), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The LSE check (check.hpp): the reference's LSE passes, a kernel-style fp32 computation passes, every kind
+// of wrong LSE fails, and rows that see no key must hold -inf.
+
+// The float64 reference's LSE of every row of c, rounded to fp32 as a kernel stores it.
+LseTensor reference_lse(const Case& c) {
+  LseTensor lse(c);
+  const GeneratedInputs inputs(c);
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t h = 0; h < c.heads; ++h) {
+      const HeadReference reference(c, inputs, b, c.kv_head_of(h));
+      for (std::int64_t row = 0; row < c.seq_q; ++row) {
+        double value = 0;
+        reference.output_row(inputs, h, row, &value);
+        lse.data()[lse.offset(b, h, row)] = float(value);
+      }
+    }
+  return lse;
+}
+
+// The LSE as the flash-style kernels compute it, in fp32, written out from their algorithm rather than from
+// plain_row: dot products accumulated 16 products at a time (mma.sync's k-step), scores multiplied by
+// scale·log2(e) folded into one fp32 factor, an online max and row sum of exp2 over key blocks of 64 (each
+// block's sum added into the rescaled running sum), and ln 2 · (max + log2(sum)) at the end.
+LseTensor kernel_style_lse(const Case& c) {
+  LseTensor lse(c);
+  const GeneratedInputs inputs(c);
+  const float scale_log2 = float(c.scale() * 1.4426950408889634);
+  std::vector<double> q(std::size_t(c.head_dim)), k(q.size());
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t row = 0; row < c.seq_q; ++row) {
+        inputs.row(TensorId::q, b, row, h, q.data());
+        const std::int64_t visible = c.visible_keys(b, row);
+        float row_max = -INFINITY, row_sum = 0.0f;
+        for (std::int64_t start = 0; start < visible; start += 64) {
+          std::vector<float> scores;
+          for (std::int64_t j = start; j < std::min(visible, start + 64); ++j) {
+            inputs.row(TensorId::k, b, j, c.kv_head_of(h), k.data());
+            float dot = 0.0f;
+            for (std::size_t d0 = 0; d0 < q.size(); d0 += 16) {
+              float step = 0.0f;
+              for (std::size_t d = d0; d < std::min(q.size(), d0 + 16); ++d) step += float(q[d]) * float(k[d]);
+              dot += step;
+            }
+            scores.push_back(dot * scale_log2);
+          }
+          const float new_max = std::max(row_max, *std::max_element(scores.begin(), scores.end()));
+          float block_sum = 0.0f;
+          for (float score : scores) block_sum += std::exp2(score - new_max);
+          row_sum = std::exp2(row_max - new_max) * row_sum + block_sum;
+          row_max = new_max;
+        }
+        lse.data()[lse.offset(b, h, row)] =
+            row_sum > 0.0f ? 0.693147180559945309f * (row_max + std::log2(row_sum)) : -INFINITY;
+      }
+  return lse;
+}
+
+Case lse_case(std::int64_t seq_q, std::int64_t seq_k, std::int64_t head_dim, DType dtype) {
+  Case c = small_case(dtype);
+  c.batch = 1;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.seq_q = seq_q;
+  c.seq_k = seq_k;
+  c.head_dim = head_dim;
+  return c;
+}
+
+TEST(CheckLse, TheReferenceAndAKernelStyleComputationPassWithinADocumentedTolerance) {
+  for (const Case& c : {small_case(DType::fp16), lse_case(45, 40, 64, DType::bf16), lse_case(3, 4096, 128, DType::fp16),
+                        lse_case(17, 1000, 256, DType::bf16), lse_case(17, 300, 128, DType::fp8_e4m3)}) {
+    SCOPED_TRACE(c.label());
+    const HostTensor out = reference_output(c);
+    const LseTensor reference = reference_lse(c);
+    const VerifyResult result = check_output(c, GeneratedInputs(c), out, &reference);
+    EXPECT_TRUE(result.passed) << result.note;
+    EXPECT_TRUE(result.lse_checked);
+    EXPECT_GE(result.lse_tolerance, lse_tolerance_floor(c.dtype));
+    EXPECT_LT(result.lse_max_abs_diff, 1e-6);  // the reference's value rounded to fp32
+    const LseTensor kernel = kernel_style_lse(c);
+    const VerifyResult kernel_result = check_output(c, GeneratedInputs(c), out, &kernel);
+    EXPECT_TRUE(kernel_result.passed) << kernel_result.note;
+    EXPECT_LT(kernel_result.lse_max_abs_diff, 0.5 * kernel_result.lse_tolerance) << "a margin for the GPU's own";
+    std::printf("%s: LSE max_abs_diff %.2e, tolerance %.2e\n", c.label().c_str(), kernel_result.lse_max_abs_diff,
+                kernel_result.lse_tolerance);
+  }
+  EXPECT_EQ(lse_tolerance_floor(DType::bf16), 1e-5);
+  EXPECT_EQ(lse_tolerance_floor(DType::fp8_e4m3), 1e-3);
+}
+
+TEST(CheckLse, WithoutAnLseNothingIsCheckedAndTheRecordSaysSo) {
+  const Case c = small_case(DType::fp32);
+  const VerifyResult result = check_output(c, GeneratedInputs(c), reference_output(c));
+  EXPECT_TRUE(result.passed);
+  EXPECT_FALSE(result.lse_checked);
+  const nlohmann::json json = result;
+  EXPECT_EQ(json.at("lse_checked"), false);
+  EXPECT_FALSE(json.contains("lse_max_abs_diff"));
+  EXPECT_FALSE(json.contains("lse_tolerance"));
+  // A record written before the LSE was checked has no lse_checked: not checked.
+  nlohmann::json old = json;
+  old.erase("lse_checked");
+  EXPECT_FALSE(old.get<VerifyResult>().lse_checked);
+  EXPECT_TRUE(old.get<VerifyResult>().passed);
+}
+
+TEST(CheckLse, AWrongLseFailsWithTheRowAndTheOutputComesFirst) {
+  const Case c = small_case(DType::fp16);
+  const HostTensor out = reference_output(c);
+  const LseTensor reference = reference_lse(c);
+  const double tolerance = check_output(c, GeneratedInputs(c), out, &reference).lse_tolerance;
+
+  LseTensor off = reference_lse(c);  // one row just beyond the tolerance
+  off.data()[off.offset(1, 3, 32)] += float(3.0 * tolerance);
+  const VerifyResult one_row = check_output(c, GeneratedInputs(c), out, &off);
+  EXPECT_FALSE(one_row.passed);
+  EXPECT_NE(one_row.note.find("LSE off by"), std::string::npos) << one_row.note;
+  EXPECT_NE(one_row.note.find("at batch 1 head 3 row 32"), std::string::npos) << one_row.note;
+  EXPECT_LE(one_row.max_abs_diff, one_row.tolerance) << "the output itself is right";
+
+  LseTensor log2_units = reference_lse(c);  // log2 where the natural log is meant
+  for (std::int64_t i = 0; i < log2_units.elements(); ++i) log2_units.data()[i] /= 0.693147180559945309f;
+  EXPECT_FALSE(check_output(c, GeneratedInputs(c), out, &log2_units).passed);
+  LseTensor shifted = reference_lse(c);  // each head's rows written one place late
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t row = 1; row < c.seq_q; ++row) {
+        shifted.data()[shifted.offset(b, h, row)] = reference.at(b, h, row - 1);
+      }
+  const VerifyResult shifted_result = check_output(c, GeneratedInputs(c), out, &shifted);
+  EXPECT_FALSE(shifted_result.passed);
+  EXPECT_GT(shifted_result.lse_max_abs_diff, 0.01);
+
+  LseTensor unwritten = reference_lse(c);
+  unwritten.data()[unwritten.offset(0, 2, 7)] = NAN;
+  const VerifyResult nan = check_output(c, GeneratedInputs(c), out, &unwritten);
+  EXPECT_FALSE(nan.passed);
+  EXPECT_EQ(nan.note, "non-finite LSE (NaN) at batch 0 head 2 row 7");
+  EXPECT_TRUE(std::isnan(nan.lse_max_abs_diff));
+  unwritten.data()[unwritten.offset(0, 2, 7)] = -INFINITY;  // a row that sees keys
+  EXPECT_EQ(check_output(c, GeneratedInputs(c), out, &unwritten).note, "non-finite LSE (-inf) at batch 0 head 2 row 7");
+
+  // A wrong output is named before a wrong LSE.
+  HostTensor wrong = reference_output(c);
+  wrong.set(wrong.offset(0, 1, 1), 7.0f);
+  const VerifyResult both = check_output(c, GeneratedInputs(c), wrong, &off);
+  EXPECT_FALSE(both.passed);
+  EXPECT_EQ(both.note.rfind("max_abs_diff", 0), 0u) << both.note;
+}
+
+TEST(CheckLse, RowsThatSeeNoKeyMustHoldMinusInfinity) {
+  Case c = small_case(DType::bf16);
+  c.seq_q = 45;  // causal, 40 keys: rows 0..4 see none
+  const HostTensor out = reference_output(c);
+  LseTensor lse = reference_lse(c);
+  EXPECT_EQ(lse.at(1, 2, 4), -INFINITY) << "the reference's LSE of a row without keys is ln 0";
+  EXPECT_TRUE(std::isfinite(lse.at(1, 2, 5)));
+  const VerifyResult right = check_output(c, GeneratedInputs(c), out, &lse);
+  EXPECT_TRUE(right.passed) << right.note;
+  EXPECT_TRUE(std::isfinite(right.lse_max_abs_diff));  // -inf against -inf is no difference
+  for (const float wrong : {INFINITY, 0.0f, -1e30f, NAN}) {  // +inf is flash-attention's convention
+    lse.data()[lse.offset(1, 2, 4)] = wrong;
+    const VerifyResult result = check_output(c, GeneratedInputs(c), out, &lse);
+    EXPECT_FALSE(result.passed) << wrong;
+    EXPECT_NE(result.note.find("batch 1 head 2 row 4"), std::string::npos) << result.note;
+    const std::string expected = std::isnan(wrong) ? "non-finite LSE (NaN)" : "sees no key (must be -inf)";
+    EXPECT_NE(result.note.find(expected), std::string::npos) << result.note;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // The command line end to end: the faprobe binary on tiny configs, its files, its exit statuses, one-line
 // errors for bad input, --save + verify of files, a sweep interrupted midway then resumed, --strict, the
-// list's devices and backend table, and faults with and without --isolate (planted through the
-// FAPROBE_TEST_FAULT hook of src/harness/runner.hpp).
+// list's devices and backend table, faults with and without --isolate (planted through the
+// FAPROBE_TEST_FAULT hook of src/harness/runner.hpp), and --interleave.
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -58,6 +58,8 @@ TEST_F(Cli, SweepWritesEveryFormatWithTheSchemaFields) {
     EXPECT_GE(record["time_s"]["samples"].get<int>(), 2);
     EXPECT_GT(record["gflops"].get<double>(), 0.0);
     EXPECT_GT(record["memory"]["peak_bytes"].get<double>(), 0.0);
+    EXPECT_EQ(record["time_s"]["order"], "sequential");  // without --interleave
+    EXPECT_FALSE(record["time_s"].contains("interleaved_with"));
     EXPECT_NEAR(record["bandwidth_fraction"].get<double>(),
                 record["gbytes_per_s"].get<double>() / document["rates"]["memory_gbytes_per_s"].get<double>(), 1e-9);
   }
@@ -196,7 +198,7 @@ TEST_F(Cli, BadInputIsOneLineAndExitStatusTwo) {
       {"run --isolated-child not-a-job", "not a job"},
       {"verify --q q.npy --k k.npy --v v.npy --o o.npy", "--q q.npy"},
       {"", "subcommand"},
-      {"frobnicate --seq 4", "unknown subcommand 'frobnicate' (allowed: list, sweep, verify, run, calibrate, probes)"},
+      {"frobnicate --seq 4", "unknown subcommand 'frobnicate' (allowed: list, sweep, verify, run, calibrate, probes, compare, report)"},
       {"calibrate --time nan", "--time: 'nan' is not a number"},
       {"calibrate --time 0", "--time: 0 is outside"},
       {"probes --seed -1", "--seed: -1 is below the minimum 0"},
@@ -546,6 +548,117 @@ TEST_F(Cli, InterruptingAnIsolatedCaseStopsItsChildAndRecordsNothingForIt) {
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].c.seq_k, 17);
   EXPECT_EQ(records[0].status, Status::ok);
+}
+
+TEST_F(Cli, InterleavedSweepRecordsTheOrderAndRefusesIsolation) {
+  write("tiny.json", kTinyConfig);
+  const Result run = faprobe("sweep --config tiny.json --interleave --out r.jsonl --json r.json");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("sampled in rounds (interleaved)"), std::string::npos) << run.err;
+  const auto records = read_jsonl(path("r.jsonl").string());
+  ASSERT_EQ(records.size(), 4u);
+  for (const Record& record : records) {
+    ASSERT_EQ(record.status, Status::ok) << record.key() << ": " << record.reason;
+    EXPECT_TRUE(record.verify->passed);
+    ASSERT_TRUE(record.time.has_value());
+    EXPECT_GE(record.time->samples, 2);
+    EXPECT_EQ(record.time->order, SampleOrder::interleaved);
+    EXPECT_EQ(record.time->interleaved_with, (std::vector<std::string>{"cpu.naive", "cpu.tiled"}));
+  }
+  const nlohmann::json document = nlohmann::json::parse(read_file(path("r.json")));
+  EXPECT_EQ(document["measure"]["interleave"], true);
+  EXPECT_EQ(document["records"][0]["time_s"]["order"], "interleaved");
+  EXPECT_EQ(document["records"][0]["time_s"]["interleaved_with"], nlohmann::json({"cpu.naive", "cpu.tiled"}));
+
+  // Interleaving is in one process: isolation beside it is refused, from a flag or a config, before anything
+  // is measured or written.
+  write("isolated.json", R"({"impl": "cpu.tiled", "seq": 17, "heads": 2, "head_dim": 16, "min_samples": 2,
+    "min_time": 0, "max_noise": 100, "max_time": 1, "interleave": true, "isolate": true})");
+  const std::pair<std::string, std::string> refused[] = {
+      {"sweep --config tiny.json --interleave --isolate --out refused.jsonl",
+       "faprobe: --isolate cannot be combined with --interleave: interleaved implementations are sampled in turn in "
+       "one process (allowed: --interleave with --no-isolate or neither)\n"},
+      {"sweep --config isolated.json --out refused.jsonl",
+       "faprobe: --config isolated.json: \"isolate\" cannot be combined with --config isolated.json: \"interleave\": "
+       "interleaved implementations are sampled in turn in one process (allowed: --interleave with --no-isolate or "
+       "neither)\n"},
+  };
+  for (const auto& [args, message] : refused) {
+    const Result refusal = faprobe(args);
+    EXPECT_EQ(refusal.status, 2) << args;
+    EXPECT_EQ(refusal.err, message) << args;
+    EXPECT_FALSE(fs::exists(path("refused.jsonl"))) << args;
+  }
+  EXPECT_EQ(faprobe("sweep --interleave --no-interleave").status, 2);
+  // --no-isolate is what --interleave does anyway; --no-interleave overrides a config's "interleave".
+  EXPECT_EQ(faprobe("sweep --config isolated.json --no-isolate --out r2.jsonl").status, 0);
+  EXPECT_EQ(read_jsonl(path("r2.jsonl").string())[0].time->order, SampleOrder::interleaved);
+  EXPECT_EQ(faprobe("sweep --config isolated.json --no-interleave --out r3.jsonl").status, 0);
+  EXPECT_EQ(read_jsonl(path("r3.jsonl").string())[0].time->order, SampleOrder::sequential);
+
+  // Implementations isolated by default (cuda.*) run in this process, and a warning says so.
+  const Result gpu = faprobe("sweep --impl cuda.naive,cpu.tiled --seq 17 --heads 2 --head-dim 16 --min-samples 2 "
+                             "--min-time 0 --max-noise 100 --max-time 1 --interleave --out r4.jsonl");
+  EXPECT_NE(gpu.err.find("faprobe: warning: --interleave runs cuda.naive in this process, not isolated"),
+            std::string::npos) << gpu.err;
+  for (const Record& record : read_jsonl(path("r4.jsonl").string())) {
+    EXPECT_FALSE(record.details.value("isolated", false)) << record.key();
+  }
+
+  // verify times nothing and run measures one implementation: there --interleave has no effect, and says so.
+  const Result verify = faprobe("verify --impl cpu.naive,cpu.tiled --seq 17 --heads 2 --head-dim 16 --interleave");
+  EXPECT_EQ(verify.status, 0) << verify.err;
+  EXPECT_NE(verify.err.find("verify: --interleave has no effect (nothing is timed)"), std::string::npos) << verify.err;
+  const Result one = faprobe("run --impl cpu.tiled --seq 17 --heads 2 --head-dim 16 --min-samples 2 --min-time 0 "
+                             "--max-noise 100 --max-time 1 --interleave --isolate --out one.jsonl");
+  EXPECT_EQ(one.status, 0) << one.err;
+  EXPECT_NE(one.err.find("run: --interleave has no effect (run measures one implementation)"), std::string::npos)
+      << one.err;
+  EXPECT_EQ(read_jsonl(path("one.jsonl").string())[0].time->order, SampleOrder::sequential);
+}
+
+TEST_F(Cli, AnInterleavedCaseThatThrowsFailsAloneAndAnInterruptedOneIsNotRecorded) {
+  const Result run = faprobe("sweep --interleave --impl cpu.naive,cpu.tiled --seq 17,64 --heads 2 --head-dim 16 "
+                             "--min-samples 2 --min-time 0 --max-noise 100 --max-time 1 --warmup 0 --out r.jsonl",
+                             "FAPROBE_TEST_FAULT=throw@17");
+  EXPECT_EQ(run.status, 1) << run.err;
+  const auto records = read_jsonl(path("r.jsonl").string());
+  ASSERT_EQ(records.size(), 4u);
+  for (int i : {0, 1}) EXPECT_EQ(records[std::size_t(i)].status, Status::failed) << records[std::size_t(i)].key();
+  for (int i : {2, 3}) EXPECT_EQ(records[std::size_t(i)].status, Status::ok) << records[std::size_t(i)].reason;
+
+  // Ctrl-C while a case is sampled: the cases on disk are whole (both implementations, never one alone),
+  // and --resume runs the rest.
+  fs::remove(path("r.jsonl"));
+  const std::string args = "sweep --interleave --impl cpu.naive,cpu.tiled --seq 32..256 --heads 2 --head-dim 16 "
+                           "--min-samples 1 --min-time 0.3 --max-noise 0 --max-time 0.5 --out r.jsonl";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (chdir(directory_.c_str()) != 0) _exit(99);
+    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(99);
+    execl("/bin/sh", "sh", "-c", ("exec '" FAPROBE_BINARY "' " + args).c_str(), static_cast<char*>(nullptr));
+    _exit(98);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && read_file(path("r.jsonl")).empty())
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // into the second case's rounds
+  kill(child, SIGINT);
+  int raw = 0;
+  waitpid(child, &raw, 0);
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 130);
+  const auto before = read_jsonl(path("r.jsonl").string());
+  ASSERT_GE(before.size(), 2u);
+  ASSERT_LT(before.size(), 8u) << "the sweep finished before it was interrupted";
+  EXPECT_EQ(before.size() % 2, 0u);
+  const Result resumed = faprobe(args + " --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  const auto after = read_jsonl(path("r.jsonl").string());
+  ASSERT_EQ(after.size(), 8u);  // 4 lengths × 2 implementations
+  std::set<std::string> keys;
+  for (const Record& record : after) EXPECT_TRUE(keys.insert(record.key()).second) << record.key();
 }
 
 }  // namespace

@@ -4,18 +4,27 @@
 // seq_q < seq_k and seq_q > seq_k, whose first rows see no key; GQA 8:1 and MQA; fp16 and bf16), the LSE
 // against a host computation, what the kernel refuses, and planted defects (a dropped rescale, an
 // off-by-one causal mask, a missing barrier) that must be caught while the production kernel passes the
-// same case. One timing test reports what an emulated verify costs.
+// same case. Defects that leave outputs unwritten (nothing written, the last query block skipped) pass over
+// an earlier correct output and are caught by the NaN poison, directly and through the harness (run_one
+// over emu.fa2's shell), whose output() and lse() follow every run; an LSE in log2 units is caught by the LSE
+// check with O right. One timing test reports what an emulated verify costs.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "case_support.hpp"
 #include "cuda/fa2/fa2_emulated.hpp"
+#include "cuda/kernel_implementation.hpp"
 #include "cuda/launchers.hpp"
 #include "flash_kernel_support.hpp"
+#include "harness/registry.hpp"
+#include "harness/runner.hpp"
 #include "model/case.hpp"
 
 namespace faprobe {
@@ -155,6 +164,157 @@ TEST(Fa2Planted, MissingBarrierIsCaught) {
   EXPECT_FALSE(bad.passed) << "missing_barrier not caught: " << describe(bad);
   EXPECT_FALSE(bad.note.empty());
   std::printf("missing_barrier: %s\n", bad.note.c_str());
+}
+
+// --- Checks that cannot pass by accident: outputs left unwritten, caught by the NaN poison of a checked run
+// (KernelImplementation's shell fills O and the LSE with 0xFF bytes before it), and a wrong LSE. ---
+
+// emu.fa2 with kDefect planted: the production shell (kernel_implementation.hpp: buffers, the NaN poison,
+// the LSE, the copies back) over the kernel with the defect, for the tests that go through the harness
+// (run_one). Named "emu.fa2+<defect>"; not registered.
+template <Defect kDefect>
+class PlantedFa2 final : public cuda::KernelImplementation {
+ public:
+  explicit PlantedFa2(std::string defect)
+      : KernelImplementation(cuda::Target::emulator), defect_(std::move(defect)) {}
+  bool writes_lse() const override { return true; }
+  std::uint64_t predicted_bytes(const Case& c) const override { return tensor_bytes(c); }
+  double predicted_seconds(const Case&, const MachineRates&) const override { return 0; }
+  std::unique_ptr<cuda::KernelRun> make_run(const Case& c, cuda::KernelTensors& tensors) const override {
+    return std::make_unique<Run>(c, tensors);
+  }
+
+ protected:
+  std::string kernel_name() const override { return "fa2+" + defect_; }
+  std::string kernel_supports(const Case& c) const override { return cuda::fa2_supports(c.dtype, c.head_dim); }
+
+ private:
+  class Run final : public cuda::KernelRun {
+   public:
+    Run(const Case& c, cuda::KernelTensors& tensors) : args_(KernelImplementation::attention_args(c, tensors)) {}
+    void forward(const cuda::Launch&) override { cuda::fa2::forward_emulated<kDefect>(args_); }
+
+   private:
+    cuda::AttentionArgs args_;
+  };
+  std::string defect_;
+};
+
+// One checked run of impl on c through the harness, as `faprobe verify` makes it (no timing).
+Record run_checked(const Implementation& impl, const Case& c) {
+  RunOptions options;
+  options.timing = false;
+  return run_one(impl, c, MeasureSettings{}, options);
+}
+
+const Implementation& emu_fa2() {
+  const Implementation* impl = find_implementation("emu.fa2");
+  EXPECT_NE(impl, nullptr);
+  return *impl;
+}
+
+// fa2 with kDefect on c's inputs into `output` (whatever it holds), under the emulator.
+template <Defect kDefect>
+void run_fa2_into(const Case& c, const AttentionInputs& inputs, HostTensor& output) {
+  const cuda::AttentionArgs args =
+      cuda::attention_args(c, inputs.q.data<std::uint16_t>(), inputs.k.data<std::uint16_t>(),
+                           inputs.v.data<std::uint16_t>(), output.data<std::uint16_t>());
+  cuda::fa2::forward_emulated<kDefect>(args);
+}
+
+// 300 rows at d 64: query blocks of 128 rows, the last (rows 256..299) partial.
+const Case kUnwrittenCase = make_case(1, 2, 2, 300, 300, 64, DType::fp16, Mask::causal);
+
+// Over the correct output of an earlier run into the same buffer, a kernel that writes nothing, or skips its
+// last query block, passes the check; over the poison it fails, naming the NaN at its first unwritten row.
+template <Defect kDefect>
+void expect_unwritten_caught_by_poison(std::int64_t first_unwritten_row) {
+  const Case& c = kUnwrittenCase;
+  const AttentionInputs inputs = make_inputs(c);
+  HostTensor output = make_output(c);
+  run_fa2_into<Defect::none>(c, inputs, output);
+  run_fa2_into<kDefect>(c, inputs, output);
+  const VerifyResult stale = check(c, output);
+  EXPECT_TRUE(stale.passed) << "the earlier output should hide the defect: " << describe(stale);
+  fill_nan(output);  // 0xFF bytes, what the shell writes into the emulated device buffer
+  run_fa2_into<kDefect>(c, inputs, output);
+  const VerifyResult poisoned = check(c, output);
+  EXPECT_FALSE(poisoned.passed);
+  const std::string at =
+      "non-finite output (NaN) at batch 0 head 0 row " + std::to_string(first_unwritten_row) + " col 0";
+  EXPECT_EQ(poisoned.note.rfind(at, 0), 0u) << poisoned.note;
+}
+
+TEST(Fa2Poison, UnwrittenOutputsPassOverAnEarlierOutputAndFailOverThePoison) {
+  expect_unwritten_caught_by_poison<Defect::writes_nothing>(0);
+  expect_unwritten_caught_by_poison<Defect::skip_last_query_block>(256);
+}
+
+// Through the harness: run_one poisons emu.fa2's buffers before the checked run, so the records are
+// mismatches naming the NaN, how many rows it reached, and the implementation; the production kernel passes.
+TEST(Fa2Poison, TheHarnessRecordsAMismatchNamingTheNan) {
+  const Case& c = kUnwrittenCase;
+  const Record good = run_checked(emu_fa2(), c);
+  EXPECT_EQ(good.status, Status::ok) << good.reason;
+
+  const Record nothing = run_checked(PlantedFa2<Defect::writes_nothing>("writes_nothing"), c);
+  EXPECT_EQ(nothing.impl, "emu.fa2+writes_nothing");
+  EXPECT_EQ(nothing.status, Status::mismatch) << nothing.reason;
+  EXPECT_EQ(nothing.reason, "non-finite output (NaN) at batch 0 head 0 row 0 col 0, in 600 of 600 rows checked");
+
+  const Record skipped = run_checked(PlantedFa2<Defect::skip_last_query_block>("skip_last_query_block"), c);
+  EXPECT_EQ(skipped.status, Status::mismatch) << skipped.reason;
+  // 2 heads × rows 256..299
+  EXPECT_EQ(skipped.reason, "non-finite output (NaN) at batch 0 head 0 row 256 col 0, in 88 of 600 rows checked");
+  ASSERT_TRUE(skipped.verify.has_value());
+  EXPECT_TRUE(std::isnan(skipped.verify->max_abs_diff));
+}
+
+// output() and lse() give what the target's buffers hold after the latest run or poisoning, never a host
+// copy kept from before.
+TEST(Fa2Poison, OutputAndLseAreCopiedBackAfterEveryRunAndPoisoning) {
+  const Case c = make_case(1, 2, 1, 129, 100, 64, DType::bf16, Mask::causal);
+  const std::unique_ptr<PreparedCase> prepared = emu_fa2().prepare(c);
+  prepared->timed_run();
+  ASSERT_NE(prepared->lse(), nullptr);
+  const VerifyResult first = check_output(c, GeneratedInputs(c), prepared->output(), prepared->lse());
+  EXPECT_TRUE(first.passed) << describe(first);
+  EXPECT_TRUE(first.lse_checked);
+
+  prepared->poison_outputs();
+  const HostTensor& output = prepared->output();
+  for (std::int64_t i = 0; i < output.elements(); ++i) ASSERT_TRUE(std::isnan(output.get(i))) << "O element " << i;
+  const LseTensor& lse = *prepared->lse();
+  for (std::int64_t i = 0; i < lse.elements(); ++i) ASSERT_TRUE(std::isnan(lse.data()[i])) << "LSE element " << i;
+
+  prepared->timed_run();
+  const VerifyResult again = check_output(c, GeneratedInputs(c), prepared->output(), prepared->lse());
+  EXPECT_TRUE(again.passed) << describe(again);
+}
+
+// An LSE in the kernel's log2 units (row_max + log2 row_sum, without the ln 2), while O is right: the output
+// check alone passes it; the LSE check fails it, through the harness, and names the row. The production
+// kernel passes the same case, its rows without keys (causal, 150 rows over 140 keys) holding -inf.
+TEST(Fa2Planted, LseInLog2UnitsIsCaughtThroughTheHarness) {
+  const Case c = make_case(2, 2, 1, 150, 140, 64, DType::bf16, Mask::causal);
+  ASSERT_EQ(c.visible_keys(0, 9), 0) << "rows without keys are part of the case";
+  const Record good = run_checked(emu_fa2(), c);
+  ASSERT_EQ(good.status, Status::ok) << good.reason;
+  ASSERT_TRUE(good.verify.has_value());
+  EXPECT_TRUE(good.verify->lse_checked);
+  EXPECT_LE(good.verify->lse_max_abs_diff, good.verify->lse_tolerance);
+  std::printf("emu.fa2 %s: LSE max_abs_diff %.2e, tolerance %.2e\n", c.label().c_str(),
+              good.verify->lse_max_abs_diff, good.verify->lse_tolerance);
+
+  const Record bad = run_checked(PlantedFa2<Defect::lse_log2>("lse_log2"), c);
+  ASSERT_EQ(bad.status, Status::mismatch) << bad.reason;
+  ASSERT_TRUE(bad.verify.has_value());
+  EXPECT_LE(bad.verify->max_abs_diff, bad.verify->tolerance) << "O itself is right";
+  EXPECT_TRUE(bad.verify->lse_checked);
+  EXPECT_GT(bad.verify->lse_max_abs_diff, 0.1);
+  EXPECT_EQ(bad.reason.rfind("LSE off by ", 0), 0u) << bad.reason;
+  EXPECT_NE(bad.reason.find(" at batch "), std::string::npos) << bad.reason;
+  std::printf("lse_log2: %s\n", bad.reason.c_str());
 }
 
 // --- What an emulated verify costs (reported, not asserted): seq 1024, d 128, batch 1, heads 2, fp16. ---

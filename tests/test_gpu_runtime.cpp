@@ -2,9 +2,9 @@
 // comes with a reason; without CUDA every operation throws "built without CUDA"; with CUDA the error
 // messages name the call, the error and file:line (no device needed for that). Where a GPU exists: pool
 // allocations raise the high-water mark and reset_peaks() brings it back, the workspace part is counted
-// separately, a copy round trip is exact, time_on_stream times work that really ran on the stream, and
-// measure_gpu_rates gives plausible rates and frees what it allocated. Without a GPU those tests skip with
-// the reason.
+// separately, a copy round trip is exact, fill_bytes sets every byte in stream order, time_on_stream times
+// work that really ran on the stream, and measure_gpu_rates gives plausible rates and frees what it
+// allocated. Without a GPU those tests skip with the reason.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -82,6 +82,7 @@ TEST(GpuRuntime, WithoutCudaEveryOperationSaysSo) {
   EXPECT_EQ(cuda_error_of([] { gpu::DeviceBuffer buffer(16, AllocKind::tensor); }), "built without CUDA");
   EXPECT_EQ(cuda_error_of([] { (void)gpu::stream(); }), "built without CUDA");
   EXPECT_EQ(cuda_error_of([] { gpu::reset_peaks(); }), "built without CUDA");
+  EXPECT_EQ(cuda_error_of([] { gpu::fill_bytes(nullptr, 0xFF, 16); }), "built without CUDA");
   EXPECT_EQ(cuda_error_of([] { (void)gpu::time_on_stream([] {}, true); }), "built without CUDA");
   EXPECT_EQ(cuda_error_of([] { (void)gpu::measure_gpu_rates(0.1); }), "built without CUDA");
 }
@@ -152,6 +153,18 @@ TEST_F(GpuRuntimeOnDevice, CopyRoundTripIsExact) {
   std::vector<std::uint32_t> received(sent.size(), 0);
   gpu::copy_to_host(received.data(), buffer.data(), bytes);
   EXPECT_EQ(received, sent);
+}
+
+// The NaN poison of outputs (kernel_implementation.cpp): every byte set, on the stream, before a later copy.
+TEST_F(GpuRuntimeOnDevice, FillBytesSetsEveryByteBeforeLaterWork) {
+  const std::size_t bytes = 3 * kMiB + 5;  // not a multiple of a word
+  std::vector<unsigned char> sent(bytes, 0x11);
+  gpu::DeviceBuffer buffer(bytes, AllocKind::tensor);
+  gpu::copy_to_device(buffer.data(), sent.data(), bytes);
+  gpu::fill_bytes(buffer.data(), 0xFF, bytes);
+  std::vector<unsigned char> received(bytes, 0);
+  gpu::copy_to_host(received.data(), buffer.data(), bytes);
+  EXPECT_TRUE(std::all_of(received.begin(), received.end(), [](unsigned char b) { return b == 0xFF; }));
 }
 
 TEST_F(GpuRuntimeOnDevice, TimesWorkThatRanOnTheStream) {

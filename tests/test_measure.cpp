@@ -1,4 +1,5 @@
-// Measurement: the statistics, and when sampling stops (min samples, min time, noise, cap, interrupt).
+// Measurement: the statistics, and when sampling stops (min samples, min time, noise, cap, interrupt), through
+// measure() and through the Sampler that it and the interleaved runner drive.
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -78,6 +79,48 @@ TEST(Measure, InterruptStopsSampling) {
   const TimeStats stats = measure([&] { ++calls; return 0.01; }, settings(1000, 100, 0, 1000), [&] { return calls >= 5; });
   EXPECT_EQ(calls, 5);
   EXPECT_EQ(stats.samples, 4);
+}
+
+TEST(Sampler, WarmsUpThenWantsSamplesUntilItsRuleIsMet) {
+  Sampler sampler(settings(3, 0.0, 100, 100));
+  sampler.add_warmup(0.01);
+  EXPECT_FALSE(sampler.warming_up());  // warmup 1
+  EXPECT_TRUE(sampler.wants_more());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(sampler.wants_more()) << i;
+    sampler.add(0.01);
+  }
+  EXPECT_TRUE(sampler.satisfied());
+  EXPECT_FALSE(sampler.wants_more());
+  EXPECT_TRUE(sampler.budget_left());  // met its rule, not its cap: the interleaved runner may sample it on
+  EXPECT_EQ(sampler.samples(), 3);
+  EXPECT_DOUBLE_EQ(sampler.spent_s(), 0.04);  // the warm-up counts against the budget
+  EXPECT_EQ(sampler.stats().samples, 3);
+}
+
+TEST(Sampler, TheBudgetEndsWarmUpAndSamplingButOneSampleIsAlwaysTaken) {
+  MeasureSettings s = settings(100, 0.0, 0.0, 1.0);
+  s.warmup = 5;
+  Sampler sampler(s);
+  sampler.add_warmup(0.6);
+  EXPECT_TRUE(sampler.warming_up());
+  sampler.add_warmup(0.6);
+  EXPECT_FALSE(sampler.warming_up());  // 1.2 s of a 1 s budget: no third warm-up run
+  EXPECT_TRUE(sampler.budget_left());  // but one sample, as measure() takes one
+  EXPECT_TRUE(sampler.wants_more());
+  sampler.add(0.6);
+  EXPECT_FALSE(sampler.budget_left());
+  EXPECT_FALSE(sampler.wants_more());
+  EXPECT_FALSE(sampler.satisfied());  // 1 of 100 samples: it stopped on its cap
+}
+
+TEST(Sampler, NoiseKeepsItWanting) {
+  Sampler sampler(settings(2, 0.0, 5.0, 1000));
+  for (int i = 0; i < 10; ++i) sampler.add(i % 2 ? 0.03 : 0.01);  // relative stddev 50 %: needs ~100
+  EXPECT_FALSE(sampler.satisfied());
+  EXPECT_TRUE(sampler.wants_more());
+  for (int i = 0; i < 200; ++i) sampler.add(i % 2 ? 0.03 : 0.01);
+  EXPECT_TRUE(sampler.satisfied());
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The checker must see the bugs people actually write: each planted defect (kernels/cpu/planted.hpp) is
 // reported as a mismatch on a case where it matters, while the undamaged implementation passes the same
 // case, and the damaged one still passes a case where the defect cannot show (so the test is not merely
-// detecting "a different build").
+// detecting "a different build"). Defects that leave outputs unwritten pass over an earlier correct output
+// and are caught by the NaN poison of a checked run, directly and through the harness (run_one).
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -9,9 +10,12 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "cpu/cpu_implementation.hpp"
 #include "cpu/planted.hpp"
+#include "harness/runner.hpp"
 #include "model/case.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"
@@ -97,10 +101,80 @@ std::string planted_name(const testing::TestParamInfo<Planted>& param_info) { re
 
 INSTANTIATE_TEST_SUITE_P(Cpu, PlantedDefects, testing::ValuesIn(planted()), planted_name);
 
+// --- Outputs left unwritten (writes_nothing, skip_last_query_block): wrong only through what the buffer held
+// before, so that only the NaN poison of a checked run (PreparedCase::poison_outputs) shows them. Over the
+// correct output of an earlier run into the same buffer they pass the check; over the poison they fail it,
+// and through the harness's path (run_one) the record is a mismatch naming the NaN and its first row. ---
+
+struct Unwritten {
+  std::string label;
+  PlantedDefect defect;
+};
+
+void PrintTo(const Unwritten& param, std::ostream* out) { *out << param.label; }
+
+class UnwrittenOutputs : public testing::TestWithParam<Unwritten> {
+ protected:
+  // 300 rows: several query blocks whatever block_q the thread count gives (32, 64 or 128), the last partial.
+  const Case c = planted_case(300, 300, Mask::causal);
+};
+
+TEST_P(UnwrittenOutputs, PassOverAnEarlierCorrectOutputAndFailOverThePoison) {
+  const auto good = cpu::make_planted_tiled(PlantedDefect::none);
+  const auto bad = cpu::make_planted_tiled(GetParam().defect);
+  const auto& good_cpu = dynamic_cast<const cpu::CpuImplementation&>(*good);
+  const auto& bad_cpu = dynamic_cast<const cpu::CpuImplementation&>(*bad);
+  const AttentionInputs inputs = make_inputs(c);
+  HostTensor output = make_output(c);
+  const cpu::ForwardArgs args{c, inputs.q, inputs.k, inputs.v, output, inputs.layout};
+  nlohmann::json details;
+
+  good_cpu.forward(args, details);
+  bad_cpu.forward(args, details);  // into the buffer that holds the correct output
+  const VerifyResult stale = check_output(c, GeneratedInputs(c), output);
+  EXPECT_TRUE(stale.passed) << "the earlier output should hide the defect: " << stale.note;
+
+  fill_nan(output);  // what the CPU shell's poison_outputs() does before a checked run
+  bad_cpu.forward(args, details);
+  const VerifyResult poisoned = check_output(c, GeneratedInputs(c), output);
+  EXPECT_FALSE(poisoned.passed);
+  EXPECT_EQ(poisoned.note.rfind("non-finite output (NaN) at batch 0 head 0", 0), 0u) << poisoned.note;
+}
+
+TEST_P(UnwrittenOutputs, TheHarnessRecordsAMismatchNamingTheNan) {
+  MeasureSettings measure;  // verify on
+  RunOptions options;
+  options.timing = false;  // what `verify` runs: the one checked run
+  const Record good = run_one(*cpu::make_planted_tiled(PlantedDefect::none), c, measure, options);
+  EXPECT_EQ(good.status, Status::ok) << good.reason;
+
+  const Record bad = run_one(*cpu::make_planted_tiled(GetParam().defect), c, measure, options);
+  ASSERT_EQ(bad.status, Status::mismatch) << bad.reason;
+  ASSERT_TRUE(bad.verify.has_value());
+  EXPECT_FALSE(bad.verify->passed);
+  EXPECT_EQ(bad.reason, bad.verify->note);
+  EXPECT_TRUE(std::isnan(bad.verify->max_abs_diff));
+  // The first unwritten row of head 0, and how many rows of every head are unwritten.
+  const std::int64_t block_q = bad.details.at("block_q").get<std::int64_t>();
+  const std::int64_t first = GetParam().defect == PlantedDefect::writes_nothing ? 0 : (c.seq_q - 1) / block_q * block_q;
+  const std::int64_t rows = c.batch * c.heads * (c.seq_q - first);
+  EXPECT_EQ(bad.reason, fmt::format("non-finite output (NaN) at batch 0 head 0 row {} col 0, in {} of {} rows checked",
+                                    first, rows, c.batch * c.heads * c.seq_q));
+}
+
+std::string unwritten_name(const testing::TestParamInfo<Unwritten>& param_info) { return param_info.param.label; }
+
+INSTANTIATE_TEST_SUITE_P(Tiled, UnwrittenOutputs,
+                         testing::Values(Unwritten{"writes_nothing", PlantedDefect::writes_nothing},
+                                         Unwritten{"skip_last_query_block", PlantedDefect::skip_last_query_block}),
+                         unwritten_name);
+
 TEST(PlantedDefectsApi, UnknownCombinationsThrow) {
   EXPECT_THROW(cpu::make_planted_tiled(PlantedDefect::combine_no_rescale), std::invalid_argument);
   EXPECT_THROW(cpu::make_planted_naive(PlantedDefect::no_rescale), std::invalid_argument);
   EXPECT_THROW(cpu::make_planted_decode_splitk(PlantedDefect::causal_off_by_one), std::invalid_argument);
+  EXPECT_THROW(cpu::make_planted_naive(PlantedDefect::writes_nothing), std::invalid_argument);
+  EXPECT_EQ(cpu::make_planted_tiled(PlantedDefect::skip_last_query_block)->name(), "cpu.tiled+skip_last_query_block");
   EXPECT_EQ(cpu::make_planted_tiled(PlantedDefect::none)->name(), "cpu.tiled");
 }
 

@@ -10,6 +10,8 @@ class CpuPreparedCase final : public PreparedCase {
   CpuPreparedCase(const CpuImplementation& impl, const Case& c)
       : impl_(impl), case_(c), inputs_(make_inputs(c)), output_(make_output(c)) {}
 
+  void poison_outputs() override { fill_nan(output_); }
+
   double timed_run() override {
     const auto start = std::chrono::steady_clock::now();
     impl_.forward({case_, inputs_.q, inputs_.k, inputs_.v, output_, inputs_.layout}, details_);

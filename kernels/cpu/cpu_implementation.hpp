@@ -1,5 +1,7 @@
 // The shared shell of the CPU implementations: inputs and output on the host through the counting
-// allocator, wall-clock timing of forward(). A CPU implementation overrides forward() and the predictions.
+// allocator, wall-clock timing of forward(), and the output filled with NaN before a checked run
+// (PreparedCase::poison_outputs), so that rows forward() does not write fail the check. A CPU
+// implementation overrides forward() and the predictions; none produces an LSE.
 #pragma once
 #include <chrono>
 #include <memory>

@@ -240,7 +240,9 @@ std::unique_ptr<Implementation> make_planted_decode_splitk(PlantedDefect defect)
     case PlantedDefect::combine_no_rescale:
       return std::make_unique<DecodeSplitK<PlantedDefect::combine_no_rescale>>();
     case PlantedDefect::no_rescale:
-    case PlantedDefect::causal_off_by_one: break;
+    case PlantedDefect::causal_off_by_one:
+    case PlantedDefect::writes_nothing:
+    case PlantedDefect::skip_last_query_block: break;
   }
   throw std::invalid_argument("cpu.decode-splitk has no planted variant " + std::string(to_string(defect)));
 }

@@ -174,7 +174,9 @@ std::unique_ptr<Implementation> make_planted_naive(PlantedDefect defect) {
     case PlantedDefect::none: return make_naive();
     case PlantedDefect::causal_off_by_one: return std::make_unique<Naive<PlantedDefect::causal_off_by_one>>();
     case PlantedDefect::no_rescale:
-    case PlantedDefect::combine_no_rescale: break;
+    case PlantedDefect::combine_no_rescale:
+    case PlantedDefect::writes_nothing:
+    case PlantedDefect::skip_last_query_block: break;
   }
   throw std::invalid_argument("cpu.naive has no planted variant " + std::string(to_string(defect)));
 }

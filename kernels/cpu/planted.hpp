@@ -16,10 +16,14 @@
 namespace faprobe::cpu {
 
 enum class PlantedDefect {
-  none,               // the production code
-  no_rescale,         // tiled: the accumulator is not rescaled when row_max grows
-  causal_off_by_one,  // tiled, naive: query row i also sees key i + seq_k - seq_q + 1
-  combine_no_rescale  // decode-splitk: partial outputs are summed without rescaling to the common max
+  none,                   // the production code
+  no_rescale,             // tiled: the accumulator is not rescaled when row_max grows
+  causal_off_by_one,      // tiled, naive: query row i also sees key i + seq_k - seq_q + 1
+  combine_no_rescale,     // decode-splitk: partial outputs are summed without rescaling to the common max
+  // Outputs left unwritten, which only the NaN poison of a checked run shows (PreparedCase::poison_outputs):
+  // over a buffer that holds an earlier correct output, the check would pass.
+  writes_nothing,         // tiled: forward() returns before it writes anything
+  skip_last_query_block,  // tiled: the last query block of every (batch, head) is never computed
 };
 
 constexpr std::string_view to_string(PlantedDefect defect) {
@@ -28,6 +32,8 @@ constexpr std::string_view to_string(PlantedDefect defect) {
     case PlantedDefect::no_rescale: return "no_rescale";
     case PlantedDefect::causal_off_by_one: return "causal_off_by_one";
     case PlantedDefect::combine_no_rescale: return "combine_no_rescale";
+    case PlantedDefect::writes_nothing: return "writes_nothing";
+    case PlantedDefect::skip_last_query_block: return "skip_last_query_block";
   }
   return "?";
 }

@@ -174,6 +174,9 @@ template <class T, PlantedDefect Defect> void tiled_forward(const ForwardArgs& a
     // the causal mask it is the heaviest, and handing out heavy items first keeps the tail short.
     const std::int64_t bh = item / q_blocks;
     const std::int64_t q_block = q_blocks - 1 - item % q_blocks;
+    if constexpr (Defect == PlantedDefect::skip_last_query_block) {
+      if (q_block == q_blocks - 1) continue;
+    }
     attend_query_block<T, Defect>(args, plan, bh / c.heads, bh % c.heads, q_block * plan.block_q,
                                   workspace.data() + thread * per_thread, states.data() + thread * plan.block_q);
   }
@@ -199,6 +202,7 @@ template <PlantedDefect Defect> class Tiled final : public CpuImplementation {
     details["block_q"] = plan.block_q;
     details["block_k"] = plan.block_k;
     details["threads"] = plan.threads;
+    if constexpr (Defect == PlantedDefect::writes_nothing) return;
     dispatch_storage(args.c.dtype, [&](auto tag) { tiled_forward<decltype(tag), Defect>(args, plan); });
   }
 };
@@ -212,6 +216,8 @@ std::unique_ptr<Implementation> make_planted_tiled(PlantedDefect defect) {
     case PlantedDefect::none: return make_tiled();
     case PlantedDefect::no_rescale: return std::make_unique<Tiled<PlantedDefect::no_rescale>>();
     case PlantedDefect::causal_off_by_one: return std::make_unique<Tiled<PlantedDefect::causal_off_by_one>>();
+    case PlantedDefect::writes_nothing: return std::make_unique<Tiled<PlantedDefect::writes_nothing>>();
+    case PlantedDefect::skip_last_query_block: return std::make_unique<Tiled<PlantedDefect::skip_last_query_block>>();
     case PlantedDefect::combine_no_rescale: break;
   }
   throw std::invalid_argument("cpu.tiled has no planted variant " + std::string(to_string(defect)));

@@ -71,6 +71,8 @@ class DecodeImplementation final : public KernelImplementation {
  public:
   using KernelImplementation::KernelImplementation;
 
+  bool writes_lse() const override { return true; }  // by the attention kernel, or split-K's combine
+
   std::uint64_t predicted_bytes(const Case& c) const override {
     // Split-K's partials at the most splits it may use (the choice needs the GPU's occupancy, which the
     // parent of an isolated run does not ask for): at most 128 · batch · heads · (d + 1) · 4 bytes.

@@ -43,6 +43,8 @@ class Fa1 final : public KernelImplementation {
  public:
   using KernelImplementation::KernelImplementation;
 
+  bool writes_lse() const override { return true; }
+
   std::uint64_t predicted_bytes(const Case& c) const override {
     return tensor_bytes(c) + fa1_workspace_bytes(cuda::attention_args(c, nullptr, nullptr, nullptr, nullptr));
   }

@@ -33,6 +33,8 @@ class Fa2 final : public KernelImplementation {
  public:
   using KernelImplementation::KernelImplementation;
 
+  bool writes_lse() const override { return true; }
+
   std::uint64_t predicted_bytes(const Case& c) const override { return tensor_bytes(c); }
 
   double predicted_seconds(const Case& c, const MachineRates& rates) const override {

@@ -51,6 +51,10 @@ class KernelPreparedCase final : public PreparedCase {
     tensors_.k = KernelBuffer(target(), bytes_of(c.dtype, kv_storage), AllocKind::tensor);
     tensors_.v = KernelBuffer(target(), bytes_of(c.dtype, kv_storage), AllocKind::tensor);
     tensors_.o = KernelBuffer(target(), bytes_of(output_dtype(c.dtype), c.q_elements()), AllocKind::tensor);
+    if (impl_.writes_lse()) {
+      tensors_.lse = KernelBuffer(target(), std::size_t(lse_bytes(c)), AllocKind::tensor);
+      lse_ = LseTensor(c);
+    }
     tensors_.seq_starts = copy_ints(tensors_.layout.seq_starts);
     tensors_.block_table = copy_ints(tensors_.layout.block_table);
     fill_input(launch_, tensors_.q.data(), c.dtype, std::size_t(c.q_elements()), tensor_key(c.seed, TensorId::q));
@@ -61,8 +65,21 @@ class KernelPreparedCase final : public PreparedCase {
 
   void configure(const MeasureSettings& settings) override { flush_l2_ = settings.flush_l2; }
 
+  // O and the LSE on the target all NaN (kNanPoisonByte); on the GPU stream-ordered before the next launch.
+  void poison_outputs() override {
+    for (const KernelBuffer* buffer : {&tensors_.o, &tensors_.lse}) {
+      if (buffer->bytes() == 0) continue;  // no LSE
+      if (target() == Target::gpu) {
+        gpu::fill_bytes(buffer->data(), kNanPoisonByte, buffer->bytes());
+      } else {
+        std::memset(buffer->data(), kNanPoisonByte, buffer->bytes());
+      }
+    }
+    output_current_ = lse_current_ = false;  // the host copies are of what the target held before
+  }
+
   double timed_run() override {
-    output_current_ = false;
+    output_current_ = lse_current_ = false;
     if (target() == Target::emulator) {
       const auto start = std::chrono::steady_clock::now();
       run_->forward(launch_);
@@ -113,15 +130,19 @@ class KernelPreparedCase final : public PreparedCase {
 
   const HostTensor& output() override {
     if (!output_current_) {
-      const std::size_t bytes = bytes_of(output_dtype(case_.dtype), case_.q_elements());
-      if (target() == Target::gpu) {
-        gpu::copy_to_host(output_.data<void>(), tensors_.o.data(), bytes);
-      } else {
-        std::memcpy(output_.data<void>(), tensors_.o.data(), bytes);
-      }
+      copy_from_target(output_.data<void>(), tensors_.o);
       output_current_ = true;
     }
     return output_;
+  }
+
+  const LseTensor* lse() override {
+    if (tensors_.lse.bytes() == 0) return nullptr;
+    if (!lse_current_) {
+      copy_from_target(lse_.data(), tensors_.lse);
+      lse_current_ = true;
+    }
+    return &lse_;
   }
 
   // For `run --save`: the inputs regenerated on the host, bit-identical to what the input generator wrote on
@@ -145,14 +166,24 @@ class KernelPreparedCase final : public PreparedCase {
  private:
   Target target() const { return impl_.target(); }
 
+  // A whole buffer of the target into host memory of its size; on the GPU after the work queued before it.
+  void copy_from_target(void* host, const KernelBuffer& buffer) const {
+    if (target() == Target::gpu) {
+      gpu::copy_to_host(host, buffer.data(), buffer.bytes());
+    } else {
+      std::memcpy(host, buffer.data(), buffer.bytes());
+    }
+  }
+
   const KernelImplementation& impl_;
   Case case_;
   Launch launch_;
   KernelTensors tensors_;
   std::unique_ptr<KernelRun> run_;
   HostTensor output_;
+  LseTensor lse_;  // empty unless the kernel writes the LSE
   mutable std::unique_ptr<AttentionInputs> host_inputs_;
-  bool output_current_ = false;
+  bool output_current_ = false, lse_current_ = false;  // whether output_ and lse_ hold the latest run's
   bool flush_l2_ = true;
 };
 
@@ -194,6 +225,7 @@ std::unique_ptr<PreparedCase> KernelImplementation::prepare(const Case& c) const
 
 AttentionArgs KernelImplementation::attention_args(const Case& c, const KernelTensors& tensors) {
   AttentionArgs args = cuda::attention_args(c, tensors.q.data(), tensors.k.data(), tensors.v.data(), tensors.o.data());
+  if (tensors.lse.bytes() != 0) args.lse = tensors.lse.as<float>();
   const KvLayout& layout = tensors.layout;
   args.kv_rows = layout.rows;
   args.seq_starts = tensors.seq_starts.as<const std::int32_t>();
@@ -205,13 +237,16 @@ AttentionArgs KernelImplementation::attention_args(const Case& c, const KernelTe
   return args;
 }
 
-std::uint64_t KernelImplementation::tensor_bytes(const Case& c) {
-  const std::uint64_t o_bytes = dtype_bytes(output_dtype(c.dtype)) * std::uint64_t(c.q_elements());
-  if (!c.paged() && !c.varlen()) return dtype_bytes(c.dtype) * std::uint64_t(c.q_elements() + 2 * c.kv_elements()) + o_bytes;
+std::uint64_t KernelImplementation::tensor_bytes(const Case& c) const {
+  const std::uint64_t output_bytes =  // O, and the LSE beside it
+      dtype_bytes(output_dtype(c.dtype)) * std::uint64_t(c.q_elements()) + (writes_lse() ? lse_bytes(c) : 0);
+  if (!c.paged() && !c.varlen()) {
+    return dtype_bytes(c.dtype) * std::uint64_t(c.q_elements() + 2 * c.kv_elements()) + output_bytes;
+  }
   // K and V as stored (a page pool's padding included), plus the layout's int32 offsets and block table.
   const KvLayout layout = make_kv_layout(c);
   const std::uint64_t kv_storage = std::uint64_t(layout.rows * c.kv_heads * c.head_dim);
-  return dtype_bytes(c.dtype) * (std::uint64_t(c.q_elements()) + 2 * kv_storage) + o_bytes +
+  return dtype_bytes(c.dtype) * (std::uint64_t(c.q_elements()) + 2 * kv_storage) + output_bytes +
          sizeof(std::int32_t) * (layout.seq_starts.size() + layout.block_table.size());
 }
 

@@ -4,10 +4,14 @@
 //   - buffers on the target (KernelBuffer): the GPU's stream-ordered pool, or tracked host memory for the
 //     emulator, so the record's peak and workspace bytes come from the right counter;
 //   - Q, K and V filled on the target by the device input generator (bit-identical to the host's);
+//   - O, and for kernels that write one (writes_lse()) the LSE, poisoned with NaN before a checked run:
+//     0xFF bytes by cudaMemsetAsync on faprobe's stream (ordered before the launches), or memset into the
+//     emulated device memory, so an element the kernel does not write reaches the checker as NaN;
 //   - timing (CUDA events with the L2 flushed before each sample, inside an NVTX range named after the
-//     implementation and case), the output copied back for the checker, and the GPU-or-not support rule.
-// A kernel implementation supplies its name, its own support rule, predictions, and a KernelRun: the
-// workspaces it allocates and the launches of one forward call.
+//     implementation and case), O and the LSE copied back for the checker after each run (a copy is made
+//     once per run, when first asked for, never kept from an earlier run), and the GPU-or-not support rule.
+// A kernel implementation supplies its name, its own support rule, predictions, whether its kernel writes
+// the LSE, and a KernelRun: the workspaces it allocates and the launches of one forward call.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -50,8 +54,10 @@ class KernelBuffer {
 
 // Q, K, V (filled) and O of one case on the target, in the case's dtype (O in output_dtype(dtype)); K and V
 // in the case's K/V layout (layout.rows rows), with the layout's offsets and block table copied to the target.
+// lse: fp32 (batch, heads, seq_q) for a kernel that writes one (KernelImplementation::writes_lse()), else
+// empty (0 bytes).
 struct KernelTensors {
-  KernelBuffer q, k, v, o;
+  KernelBuffer q, k, v, o, lse;
   KvLayout layout;                      // on the host
   KernelBuffer seq_starts, block_table;  // the layout's arrays on the target (int32)
 };
@@ -80,16 +86,21 @@ class KernelImplementation : public Implementation {
   Target target() const { return target_; }
   // The workspaces and launches of one forward call of case c over its tensors (allocated by the shell).
   virtual std::unique_ptr<KernelRun> make_run(const Case& c, KernelTensors& tensors) const = 0;
-  // The AttentionArgs of a case over its tensors, K/V layout included (no LSE, no workspace).
+  // The AttentionArgs of a case over its tensors, K/V layout included, and the LSE when the tensors have
+  // one (no workspace).
   static AttentionArgs attention_args(const Case& c, const KernelTensors& tensors);
+  // Whether the kernel writes AttentionArgs::lse (natural log, −inf for a row that sees no key): the shell
+  // then allocates it, poisons it with O, and the checker compares it with the reference's (PreparedCase::lse).
+  virtual bool writes_lse() const { return false; }
 
  protected:
   virtual std::string kernel_name() const = 0;                   // "naive", "fa1"
   virtual std::string kernel_supports(const Case& c) const = 0;  // "" or the reason
   // The K/V layouts the kernel takes beyond contiguous equal lengths.
   virtual KvLayouts kv_layouts() const { return {}; }
-  // Bytes of Q, K, V in the case's dtype and O in output_dtype: the part of predicted_bytes every kernel shares.
-  static std::uint64_t tensor_bytes(const Case& c);
+  // Bytes of Q, K, V in the case's dtype, O in output_dtype and the LSE where the kernel writes one: the
+  // part of predicted_bytes every kernel shares.
+  std::uint64_t tensor_bytes(const Case& c) const;
 
  private:
   Target target_;

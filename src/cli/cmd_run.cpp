@@ -44,6 +44,7 @@ std::vector<std::string> saved_files() {
 void save_case(const Implementation& impl, const Case& c, const std::string& directory) {
   std::filesystem::create_directories(directory);
   auto prepared = impl.prepare(c);
+  prepared->poison_outputs();  // as before a checked run: what the run does not write is NaN in o.npy
   prepared->timed_run();
   const AttentionInputs* inputs = prepared->host_inputs();
   if (!inputs) throw UsageError(fmt::format("--save: {} does not expose its inputs on the host", impl.name()));
@@ -69,7 +70,7 @@ void save_case(const Implementation& impl, const Case& c, const std::string& dir
 int run_run(RunCommandOptions& options) {
   if (!options.isolated_child_job.empty()) return run_isolated_child(options.isolated_child_job, std::cout);
   const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
-  const Plan plan = make_plan(source);
+  Plan plan = make_plan(source);
   if (options.settings.options.at("impl")->count() == 0 || plan.impls.size() != 1) {
     throw UsageError("run needs exactly one --impl NAME (see `faprobe list`)");
   }
@@ -78,6 +79,9 @@ int run_run(RunCommandOptions& options) {
                                  plan.cases.size()));
   }
   const Case& c = plan.cases.front();
+  // One implementation has no others to take turns with: its samples are taken as without --interleave.
+  if (options.settings.interleave) fmt::print(stderr, "run: --interleave has no effect (run measures one implementation)\n");
+  plan.measure.interleave = false;
   check_save_directory(options.save_dir, saved_files());  // with the other outputs: before anything is measured
   RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/true);
   run.show_unsupported = true;

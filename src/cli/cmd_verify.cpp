@@ -288,6 +288,7 @@ int run_verify(VerifyOptions& options) {
     }
   }
   if (options.settings.no_flush_l2) fmt::print(stderr, "verify: --no-flush-l2 has no effect (nothing is timed)\n");
+  if (options.settings.interleave) fmt::print(stderr, "verify: --interleave has no effect (nothing is timed)\n");
   fmt::print(stderr, "verify: {} cases × {} implementations\n", plan.cases.size(), plan.impls.size());
   const RunSummary summary = run_and_report(verify_plan, run);
   // A verify that checked nothing (every pair unsupported or skipped, or none on this machine) has not

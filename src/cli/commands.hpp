@@ -11,5 +11,7 @@ void setup_verify(CLI::App& app, int& exit_status);
 void setup_run(CLI::App& app, int& exit_status);
 void setup_calibrate(CLI::App& app, int& exit_status);
 void setup_probes(CLI::App& app, int& exit_status);
+void setup_compare(CLI::App& app, int& exit_status);
+void setup_report(CLI::App& app, int& exit_status);
 
 }  // namespace faprobe::cli

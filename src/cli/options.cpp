@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cuda/runtime/gpu.hpp"
 #include "cuda/runtime/nvml.hpp"
@@ -52,6 +53,12 @@ void add_measure_options(CLI::App& app, SettingsOptions& settings) {
   add_value(app, settings, "max_time", "cap in seconds per case; longer predicted runs are skipped (default 10)");
   add_value(app, settings, "mem_limit", "memory limit per case, e.g. 20GiB, 512MB (default: free memory less a margin)");
   add_value(app, settings, "threads", "CPU threads (default: all cores)");
+  CLI::Option* interleave = app.add_flag(
+      "--interleave", settings.interleave,
+      "sample the implementations of each case in rounds (A B C A B C ...), so that drift hits all of them alike");
+  CLI::Option* no_interleave =
+      app.add_flag("--no-interleave", settings.no_interleave, "sample one implementation after another (default)");
+  interleave->excludes(no_interleave);
   app.add_flag("--no-verify", settings.no_verify, "do not check outputs against the float64 reference");
   app.add_flag("--no-flush-l2", settings.no_flush_l2, "do not flush the GPU L2 cache before each sample");
 }
@@ -103,6 +110,8 @@ SettingsSource settings_source(const SettingsOptions& settings, const char* defa
   }
   if (settings.no_verify) source.set("verify", "false", "--no-verify");
   if (settings.no_flush_l2) source.set("flush_l2", "false", "--no-flush-l2");
+  if (settings.interleave) source.set("interleave", "true", "--interleave");
+  if (settings.no_interleave) source.set("interleave", "false", "--no-interleave");
   if (settings.isolate) source.set("isolate", "true", "--isolate");
   if (settings.no_isolate) source.set("isolate", "false", "--no-isolate");
   return source;
@@ -194,6 +203,25 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   if (const auto it = source.values().find("isolate_timeout"); it != source.values().end()) {
     options.isolate_timeout_s = parse_number(it->second.text, it->second.origin, 0.1, 1e6);
   }
+  // Interleaving samples the implementations of a case in turn, in this process: it cannot span children.
+  if (timing && plan.measure.interleave) {
+    const std::string& interleave_origin = source.values().at("interleave").origin;
+    if (options.isolate.value_or(false)) {
+      throw UsageError(fmt::format("{} cannot be combined with {}: interleaved implementations are sampled in turn "
+                                   "in one process (allowed: --interleave with --no-isolate or neither)",
+                                   source.values().at("isolate").origin, interleave_origin));
+    }
+    std::vector<std::string> isolated_by_default;
+    for (const std::string& name : plan.impls) {
+      const Implementation* impl = find_implementation(name);
+      if (impl != nullptr && impl->isolate_by_default()) isolated_by_default.push_back(name);
+    }
+    if (!isolated_by_default.empty()) {
+      fmt::print(stderr, "faprobe: warning: {} runs {} in this process, not isolated: a crash or a hang there ends "
+                 "the run\n", interleave_origin, fmt::join(isolated_by_default, ", "));
+    }
+    options.isolate = false;
+  }
   options.child_executable = "/proc/self/exe";  // this program, re-executed by --isolate
   options.out_jsonl = output.out_jsonl;
   options.json_path = output.json;
@@ -248,7 +276,8 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
                                  {"max_noise_percent", plan.measure.max_noise_percent},
                                  {"min_time_s", plan.measure.min_time_s},
                                  {"max_time_s", plan.measure.max_time_s},
-                                 {"verify", plan.measure.verify}};
+                                 {"verify", plan.measure.verify},
+                                 {"interleave", timing && plan.measure.interleave}};
   options.metadata["isolate"] = options.isolate ? nlohmann::json(*options.isolate)
                                                 : nlohmann::json("implementation default (cuda.*)");
   return options;

@@ -19,6 +19,7 @@ struct SettingsOptions {
   std::map<std::string, CLI::Option*> options;  // key → its option, to know which were given
   bool no_verify = false;
   bool no_flush_l2 = false;
+  bool interleave = false, no_interleave = false;  // --interleave / --no-interleave (config key "interleave")
   bool isolate = false, no_isolate = false;  // --isolate / --no-isolate (config key "isolate")
   bool strict = false;                       // --strict: an unsupported pair is an error (exit 2)
 };
@@ -61,7 +62,9 @@ namespace faprobe::cli {
 // RunOptions for a plan: outputs, memory limit (the flag, or 0 for each implementation's device default),
 // rates for the time predictions and bandwidth fractions (the host's, measured now; the GPU's too when
 // the plan times a GPU implementation), --strict, isolation (--isolate, --no-isolate, config
-// "isolate"; --isolate-timeout, config "isolate_timeout") and the --json metadata.
+// "isolate"; --isolate-timeout, config "isolate_timeout") and the --json metadata. A timed plan with
+// --interleave runs in this process: an explicit --isolate (or "isolate": true) beside it is a UsageError,
+// and the implementations isolated by default are named in a warning on stderr.
 RunOptions make_run_options(const Plan& plan, const SettingsSource& source, const SettingsOptions& settings,
                             const OutputOptions& output, bool timing);
 

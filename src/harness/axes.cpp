@@ -30,7 +30,7 @@ const std::vector<std::string>& setting_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> all = axis_keys();
     for (const char* key : {"warmup", "min_samples", "max_noise", "min_time", "max_time", "mem_limit", "verify",
-                            "flush_l2", "threads", "isolate", "isolate_timeout", "description"})
+                            "flush_l2", "threads", "interleave", "isolate", "isolate_timeout", "description"})
       all.emplace_back(key);
     return all;
   }();
@@ -176,6 +176,7 @@ MeasureSettings measure_settings(const SettingsSource& source) {
   if (const auto* v = find(source, "verify")) measure.verify = boolean(*v);
   if (const auto* v = find(source, "flush_l2")) measure.flush_l2 = boolean(*v);
   if (const auto* v = find(source, "threads")) measure.threads = int(parse_integer(v->text, v->origin, 1, 1024));
+  if (const auto* v = find(source, "interleave")) measure.interleave = boolean(*v);
   return measure;
 }
 

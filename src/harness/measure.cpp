@@ -49,33 +49,37 @@ TimeStats summarize(std::vector<double> samples) {
   return stats;
 }
 
+bool Sampler::warming_up() const { return warmups_ < settings_.warmup && spent_s_ < settings_.max_time_s; }
+
+void Sampler::add_warmup(double seconds) {
+  ++warmups_;
+  spent_s_ += seconds;  // a slow case gets no more warm-up than its budget
+}
+
+void Sampler::add(double seconds) {
+  samples_.push_back(seconds);
+  sampled_s_ += seconds;
+  spent_s_ += seconds;
+  const double delta = seconds - running_mean_;
+  running_mean_ += delta / double(samples_.size());
+  running_m2_ += delta * (seconds - running_mean_);
+}
+
+bool Sampler::satisfied() const {
+  if (samples() < settings_.min_samples || sampled_s_ < settings_.min_time_s) return false;
+  TimeStats running;
+  running.samples = samples();
+  running.mean = running_mean_;
+  running.stddev = samples_.size() > 1 ? std::sqrt(running_m2_ / double(samples_.size() - 1)) : 0.0;
+  return relative_noise_percent(running) <= settings_.max_noise_percent;
+}
+
 TimeStats measure(const std::function<double()>& sample, const MeasureSettings& settings,
                   const std::function<bool()>& interrupted) {
-  double spent = 0;
-  for (int i = 0; i < settings.warmup && !interrupted(); ++i) {
-    spent += sample();
-    if (spent >= settings.max_time_s) break;  // a slow case gets no more warm-up than its budget
-  }
-  std::vector<double> samples;
-  double sampled = 0;
-  double running_mean = 0, running_m2 = 0;  // Welford: the noise check is O(1) per sample, no sorting
-  while (!interrupted()) {
-    const double seconds = sample();
-    samples.push_back(seconds);
-    sampled += seconds;
-    spent += seconds;
-    const double delta = seconds - running_mean;
-    running_mean += delta / double(samples.size());
-    running_m2 += delta * (seconds - running_mean);
-    if (spent >= settings.max_time_s) break;
-    if (int(samples.size()) < settings.min_samples || sampled < settings.min_time_s) continue;
-    TimeStats running;
-    running.samples = std::int64_t(samples.size());
-    running.mean = running_mean;
-    running.stddev = std::sqrt(running_m2 / double(samples.size() - 1));
-    if (relative_noise_percent(running) <= settings.max_noise_percent) break;
-  }
-  return summarize(samples);
+  Sampler sampler(settings);
+  while (sampler.warming_up() && !interrupted()) sampler.add_warmup(sample());
+  while (!interrupted() && sampler.wants_more()) sampler.add(sample());
+  return sampler.stats();
 }
 
 }  // namespace faprobe

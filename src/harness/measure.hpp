@@ -6,6 +6,7 @@
 // known. The relative standard deviation of single samples (nvbench's "noise") does not shrink with more
 // samples, so on a shared CPU it would keep every case running until its cap; the standard error does.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -20,6 +21,34 @@ TimeStats summarize(std::vector<double> samples);
 // division), evenly spaced from the first.
 std::vector<std::size_t> kept_sample_indices(std::size_t count, std::size_t kept = kMaxKeptSamples);
 double relative_noise_percent(const TimeStats& stats);  // 100 · stddev / (mean · √samples)  // quartiles by linear interpolation
+
+// The stopping rule of one implementation on one case, fed one run at a time: `settings.warmup` warm-up runs
+// (fewer when they spend max_time), then samples until satisfied() or the budget is spent. measure() drives
+// one; the interleaved runner (interleave.hpp) drives one per implementation of a case, in rounds. Every
+// run's seconds, warm-up included, count against max_time_s.
+class Sampler {
+ public:
+  explicit Sampler(const MeasureSettings& settings) : settings_(settings) {}
+
+  bool warming_up() const;        // another warm-up run is due
+  void add_warmup(double seconds);
+  void add(double seconds);       // one timed sample
+  // At least min_samples samples, at least min_time_s of them and noise at most max_noise_percent.
+  bool satisfied() const;
+  // Another sample fits the budget: none taken yet (every sampler gets one), or max_time_s not yet spent.
+  bool budget_left() const { return samples_.empty() || spent_s_ < settings_.max_time_s; }
+  bool wants_more() const { return budget_left() && !satisfied(); }
+  std::int64_t samples() const { return std::int64_t(samples_.size()); }
+  double spent_s() const { return spent_s_; }  // warm-up runs and samples
+  TimeStats stats() const { return summarize(samples_); }
+
+ private:
+  MeasureSettings settings_;
+  int warmups_ = 0;
+  double spent_s_ = 0, sampled_s_ = 0;
+  double running_mean_ = 0, running_m2_ = 0;  // Welford: the noise check is O(1) per sample, no sorting
+  std::vector<double> samples_;
+};
 
 // Calls `sample` (one timed run, returns seconds) as the settings ask; `interrupted` is polled between runs.
 // Returns the statistics of the samples taken (at least one unless interrupted before the first).

@@ -24,6 +24,17 @@ Status parse_status(std::string_view text) {
   throw std::invalid_argument("unknown status '" + std::string(text) + "'");
 }
 
+std::string_view to_string(SampleOrder order) {
+  return order == SampleOrder::interleaved ? "interleaved" : "sequential";
+}
+
+SampleOrder parse_sample_order(std::string_view text) {
+  for (SampleOrder order : {SampleOrder::sequential, SampleOrder::interleaved}) {
+    if (text == to_string(order)) return order;
+  }
+  throw std::invalid_argument("unknown time_s.order '" + std::string(text) + "' (allowed: sequential, interleaved)");
+}
+
 std::optional<double> Record::gflops() const {
   if (!time || time->median <= 0) return std::nullopt;
   return flops() / time->median * 1e-9;
@@ -46,6 +57,8 @@ void to_json(nlohmann::json& out, const Record& record) {
     out["time_s"] = {{"median", t.median}, {"mean", t.mean}, {"min", t.min},       {"max", t.max},
                      {"q1", t.q1},         {"q3", t.q3},     {"stddev", t.stddev}, {"samples", t.samples},
                      {"samples_s", t.samples_s}};
+    out["time_s"]["order"] = to_string(t.order);
+    if (t.order == SampleOrder::interleaved) out["time_s"]["interleaved_with"] = t.interleaved_with;
   } else {
     out["time_s"] = nullptr;
   }
@@ -84,6 +97,11 @@ void from_json(const nlohmann::json& in, Record& record) {
       if (record.time->samples_s.size() > kMaxKeptSamples) {
         throw std::invalid_argument("time_s.samples_s holds more than " + std::to_string(kMaxKeptSamples) + " samples");
       }
+    }
+    // Both optional: records written before --interleave were all sequential.
+    if (t.contains("order") && !t["order"].is_null()) record.time->order = parse_sample_order(t["order"].get<std::string>());
+    if (t.contains("interleaved_with") && !t["interleaved_with"].is_null()) {
+      record.time->interleaved_with = t["interleaved_with"].get<std::vector<std::string>>();
     }
   }
   record.predicted_time_s = in.value("predicted_time_s", 0.0);

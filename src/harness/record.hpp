@@ -26,13 +26,24 @@ inline std::string record_key(const std::string& impl, const Case& c) { return i
 // (kept_sample_indices). The statistics are always over every sample taken.
 inline constexpr std::size_t kMaxKeptSamples = 10000;
 
+// How an implementation's samples were taken among the others of its case (time_s.order): one implementation
+// after another, or in rounds with them (--interleave, interleave.hpp).
+enum class SampleOrder { sequential, interleaved };
+std::string_view to_string(SampleOrder order);
+SampleOrder parse_sample_order(std::string_view text);
+
 struct TimeStats {
   double median = 0, mean = 0, min = 0, max = 0, q1 = 0, q3 = 0, stddev = 0;
   std::int64_t samples = 0;
   // The samples in the order they were taken, seconds rounded to the nanosecond; all of them up to
   // kMaxKeptSamples, else that many evenly spaced ones (the first always). Empty in records written before
   // faprobe kept them.
-  std::vector<double> samples_s;
+  std::vector<double> samples_s = {};  // "= {}": braced initializers may leave it out without a warning
+  // sequential in records written before --interleave existed.
+  SampleOrder order = SampleOrder::sequential;
+  // Interleaved: the implementations of one round, in the order each round ran them, this one included
+  // (time_s.interleaved_with). Empty when sequential.
+  std::vector<std::string> interleaved_with = {};
 };
 
 struct MemoryStats {

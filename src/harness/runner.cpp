@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "harness/interleave.hpp"
 #include "harness/measure.hpp"
 #include "harness/progress.hpp"
 #include "harness/provenance.hpp"
@@ -42,6 +43,8 @@ namespace {
 
 constexpr std::string_view kRecordPrefix = "faprobe-record ";
 constexpr auto kInterruptGrace = std::chrono::seconds(2);  // a forwarded SIGINT, then SIGKILL
+
+}  // namespace
 
 // FAPROBE_TEST_FAULT=KIND[@SEQ_K] (see runner.hpp): a planted fault for the tests of fault handling.
 void apply_test_fault(const Case& c) {
@@ -64,10 +67,6 @@ void apply_test_fault(const Case& c) {
   throw std::runtime_error(fmt::format("FAPROBE_TEST_FAULT: unknown fault '{}' (allowed: throw, crash, hang)", kind));
 }
 
-// supports(), then the predicted memory and time against the limits. Returns true when the case may run;
-// otherwise `record` says why not (unsupported, skipped). With `device_limit` false the implementation's
-// default memory limit (the device's free memory, when --mem-limit is not given) is not consulted: the
-// parent of an isolated pair leaves it to the child, since asking a GPU would initialize CUDA here.
 bool screen(const Implementation& impl, const Case& c, const MeasureSettings& measure, const RunOptions& options,
             bool device_limit, Record& record) {
   record.impl = impl.name();
@@ -97,6 +96,34 @@ bool screen(const Implementation& impl, const Case& c, const MeasureSettings& me
   }
   return true;
 }
+
+double first_run_checked(const Case& c, PreparedCase& prepared, const MeasureSettings& measure, Record& record) {
+  // The checked run writes into outputs that are all NaN, so that what it leaves unwritten fails the check
+  // (PreparedCase::poison_outputs); the timed samples after it are not poisoned.
+  if (measure.verify) prepared.poison_outputs();
+  const double seconds = prepared.timed_run();
+  if (!measure.verify) return seconds;
+  // The checker regenerates the inputs itself rather than trusting the implementation's copy.
+  record.verify = check_output(c, GeneratedInputs(c), prepared.output(), prepared.lse());
+  if (!record.verify->passed) {
+    record.status = Status::mismatch;
+    record.reason = record.verify->note;
+  }
+  return seconds;
+}
+
+void record_failure(Record& record, const std::exception_ptr& error) {
+  record.status = Status::failed;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::bad_alloc&) {
+    record.reason = fmt::format("out of host memory (predicted {})", format_bytes(double(record.memory.predicted_bytes)));
+  } catch (const std::exception& failure) {
+    record.reason = failure.what();
+  }
+}
+
+namespace {
 
 // --- The isolated child's job: what run_one needs, as JSON on the child's command line. ---
 
@@ -320,15 +347,7 @@ Record run_one(const Implementation& impl, const Case& c, const MeasureSettings&
     host_memory().reset_peaks();
     auto prepared = impl.prepare(c);
     prepared->configure(measure);
-    const double first_run = prepared->timed_run();  // also the first warm-up run
-    if (measure.verify) {
-      // The checker regenerates the inputs itself rather than trusting the implementation's copy.
-      record.verify = check_output(c, GeneratedInputs(c), prepared->output());
-      if (!record.verify->passed) {
-        record.status = Status::mismatch;
-        record.reason = record.verify->note;
-      }
-    }
+    const double first_run = first_run_checked(c, *prepared, measure, record);  // also the first warm-up run
     if (options.timing && impl.timed() && !interrupted()) {
       MeasureSettings rest = measure;
       rest.warmup = std::max(0, measure.warmup - 1);
@@ -341,12 +360,8 @@ Record run_one(const Implementation& impl, const Case& c, const MeasureSettings&
     record.memory.workspace_bytes = counters.workspace_bytes;
     record.details = prepared->details();
     if (!impl.timed()) record.details["timed"] = false;
-  } catch (const std::bad_alloc&) {
-    record.status = Status::failed;
-    record.reason = fmt::format("out of host memory (predicted {})", format_bytes(double(record.memory.predicted_bytes)));
-  } catch (const std::exception& error) {
-    record.status = Status::failed;
-    record.reason = error.what();
+  } catch (const std::exception&) {
+    record_failure(record, std::current_exception());
   }
   return record;
 }
@@ -485,10 +500,27 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
     }
   };
 
+  // A finished record to every output.
+  auto finish = [&](const Implementation& impl, Record record) {
+    // Here rather than in run_one, so that isolated children need not know the GPU's rates.
+    record.bandwidth_fraction = bandwidth_fraction(impl, record, options.rates);
+    finish_record(impl, plan.measure, options, record);  // repro; the GPU's clocks after a GPU case
+    summary.count(record);
+    ++summary.ran;
+    if (jsonl) jsonl->write(record);
+    progress.clear();
+    if (record.status != Status::unsupported || options.show_unsupported) table.write(record);
+    summary.records.push_back(std::move(record));
+    rewrite_documents(/*final=*/false);
+  };
+
   // Part after part; within a part, case after case, every implementation of the part on each. A pair that
-  // two parts share runs once.
+  // two parts share runs once. With --interleave (timed runs only) a case's implementations are measured
+  // together (interleave.hpp) and their records written when the case ends.
+  const bool interleave = plan.measure.interleave && options.timing;
   for (const PlanPart& part : plan.parts) {
     for (const Case& c : part.cases) {
+      std::vector<const Implementation*> pending;  // with --interleave: the case's pairs not yet done
       for (const std::string& name : part.impls) {
         if (interrupted()) break;
         const Implementation& impl = *find_implementation(name);
@@ -496,19 +528,23 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
           ++position;
           continue;
         }
+        if (interleave) {
+          pending.push_back(&impl);
+          continue;
+        }
         progress.starting(position++, fmt::format("{} {}", name, c.label()));
         Record record = run_pair(impl, c, plan.measure, options);
         if (interrupted()) break;  // a case cut short is not recorded: --resume runs it again
-        // Here rather than in run_one, so that isolated children need not know the GPU's rates.
-        record.bandwidth_fraction = bandwidth_fraction(impl, record, options.rates);
-        finish_record(impl, plan.measure, options, record);  // repro; the GPU's clocks after a GPU case
-        summary.count(record);
-        ++summary.ran;
-        if (jsonl) jsonl->write(record);
-        progress.clear();
-        if (record.status != Status::unsupported || options.show_unsupported) table.write(record);
-        summary.records.push_back(std::move(record));
-        rewrite_documents(/*final=*/false);
+        finish(impl, std::move(record));
+      }
+      if (!pending.empty() && !interrupted()) {
+        std::vector<std::string> names;
+        for (const Implementation* impl : pending) names.push_back(impl->name());
+        progress.starting(position, fmt::format("{} {} (interleaved)", fmt::join(names, ", "), c.label()));
+        position += pending.size();
+        std::vector<Record> records = run_interleaved(pending, c, plan.measure, options);
+        if (interrupted()) break;  // as above: none of the case is recorded
+        for (std::size_t i = 0; i < pending.size(); ++i) finish(*pending[i], std::move(records[i]));
       }
       if (interrupted()) break;
     }

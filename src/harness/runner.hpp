@@ -1,6 +1,7 @@
 // The sweep runner: every (case × implementation) of a plan, in order. For each: supports(), predicted
-// memory and time against the limits (skipped with the numbers), prepare, one run checked against the
-// float64 reference, then timed samples; a record streams to the JSONL file and the table as it finishes.
+// memory and time against the limits (skipped with the numbers), prepare, one run into outputs poisoned with
+// NaN checked against the float64 reference (its output, and its LSE where it produces one), then timed
+// samples; a record streams to the JSONL file and the table as it finishes.
 //
 // Faults: an implementation that throws (a CUDA error, an allocation failure) gives a `failed` record with
 // the error's text and the sweep goes on. A crash, a hang or a poisoned CUDA context cannot be caught that
@@ -14,7 +15,12 @@
 // `failed` "child exited with signal 11 (SIGSEGV)" or "... with status N", plus its last stderr line.
 // On Ctrl-C the parent forwards SIGINT to the child (SIGKILL 2 s later) and records nothing for the pair.
 // Isolation is on for implementations whose isolate_by_default() is true (cuda.*) unless RunOptions says.
+//
+// With MeasureSettings::interleave (--interleave) a timed run measures the implementations of each case
+// together, sampling them in rounds, in this process (interleave.hpp); their records are written as the case
+// ends.
 #pragma once
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -99,6 +105,25 @@ struct RunSummary {
 // without a faulty implementation; nothing else sets it.
 Record run_one(const Implementation& impl, const Case& c, const MeasureSettings& measure,
                const RunOptions& options);
+
+// The steps of run_one that the interleaved runner (interleave.hpp) takes too.
+//
+// supports(), then the predicted memory and time against the limits. Returns true when the case may run;
+// otherwise `record` (its impl, device and case filled in either way) says why not (unsupported, skipped).
+// With `device_limit` false the implementation's default memory limit (the device's free memory, when
+// --mem-limit is not given) is not consulted: the parent of an isolated pair leaves it to the child, since
+// asking a GPU would initialize CUDA here.
+bool screen(const Implementation& impl, const Case& c, const MeasureSettings& measure, const RunOptions& options,
+            bool device_limit, Record& record);
+// FAPROBE_TEST_FAULT (above), for this case: throws, crashes or hangs, or returns.
+void apply_test_fault(const Case& c);
+// The first run of a prepared case, returning its seconds; with measure.verify its outputs are poisoned (NaN)
+// before it and checked against the float64 reference after it: record.verify, and a mismatch's status and
+// reason.
+double first_run_checked(const Case& c, PreparedCase& prepared, const MeasureSettings& measure, Record& record);
+// An exception (std::exception) an implementation threw: record.status failed, the reason its text (or
+// "out of host memory (predicted N)" for std::bad_alloc).
+void record_failure(Record& record, const std::exception_ptr& error);
 
 // run_one, in a child process when runs_isolated(impl, options); the parent's side of --isolate.
 Record run_pair(const Implementation& impl, const Case& c, const MeasureSettings& measure,

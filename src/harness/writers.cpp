@@ -19,28 +19,6 @@ std::string dump(const nlohmann::json& value, int indent = -1) {
   return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// The deepest nesting of arrays and objects in a JSON text, strings skipped: a scan that cannot overflow the
-// stack, done before parsing (copying and printing nlohmann values recurse once per level).
-int nesting_depth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char ch : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (ch == '\\') escaped = true;
-      else if (ch == '"') in_string = false;
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (ch == ']' || ch == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
-constexpr int kMaxRecordDepth = 64;          // a record nests 3 levels, its details a few more
 constexpr std::size_t kMaxErrorText = 200;  // of a parser's message, which quotes what it read
 
 std::string shortened(std::string text) {
@@ -59,6 +37,25 @@ std::string csv_escape(const std::string& field) {
 }
 
 }  // namespace
+
+int json_nesting_depth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
 
 JsonlWriter::JsonlWriter(const std::string& path)
     : file_(std::make_unique<AppendFile>(check_output("--out", path, OutputUse::log))) {}
@@ -94,7 +91,7 @@ ResumeFile parse_resume_jsonl(std::string_view bytes, const std::string& path) {
     begin = complete ? newline + 1 : bytes.size();
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const std::string where = fmt::format("{}:{}", path, line_number);
-    if (nesting_depth(line) > kMaxRecordDepth) {
+    if (json_nesting_depth(line) > kMaxRecordDepth) {
       throw UsageError(fmt::format("{}: not a faprobe record: nested deeper than {} levels", where, kMaxRecordDepth));
     }
     nlohmann::json value;

@@ -51,6 +51,12 @@ struct ResumeFile {
 };
 ResumeFile parse_resume_jsonl(std::string_view bytes, const std::string& path);
 
+// The deepest nesting of arrays and objects in a JSON text, strings skipped: a scan that cannot overflow the
+// stack, done before parsing what faprobe reads back (copying and printing nlohmann values recurse once per
+// level).
+int json_nesting_depth(std::string_view text);
+inline constexpr int kMaxRecordDepth = 64;  // a record nests 3 levels, its details a few more
+
 // The largest JSONL read back (about a million records).
 inline constexpr std::uint64_t kMaxJsonlBytes = std::uint64_t(1) << 30;
 

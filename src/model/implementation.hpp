@@ -27,6 +27,9 @@ struct MeasureSettings {
   bool verify = true;
   bool flush_l2 = true;                  // GPU only
   int threads = 0;                       // CPU threads, 0 = all cores
+  // The harness samples a case's implementations in rounds rather than one after another (--interleave);
+  // nothing for an implementation to do.
+  bool interleave = false;
 };
 
 // What a time prediction may use: this machine's measured rates.
@@ -40,13 +43,27 @@ struct MachineRates {
 };
 
 // One implementation prepared for one case: inputs allocated and filled, output allocated.
+//
+// A checked run cannot pass by accident: the harness calls poison_outputs() right before the run it checks,
+// which fills every output buffer the run writes (O and, where the implementation produces one, the LSE;
+// on the device for a GPU, in the emulated device memory under the emulator, on the host for the CPU) with
+// NaN (kNanPoisonByte, model/tensor.hpp). An element the run leaves unwritten is then NaN in output() or
+// lse() and fails the check, whatever the buffer held before (a previous run's correct output, zeros that
+// match a masked region). It is pure virtual so that no family of implementations can leave it out; it
+// costs one memset of the outputs and is called before the checked run only, never before a timed sample.
 class PreparedCase {
  public:
   virtual ~PreparedCase() = default;
   // Called once after prepare with the run's measure settings (e.g. flush_l2 for GPU timing).
   virtual void configure(const MeasureSettings& settings) { (void)settings; }
+  virtual void poison_outputs() = 0;        // every output buffer NaN, until the next run writes it
   virtual double timed_run() = 0;           // one call, seconds (wall clock on the CPU, CUDA events on a GPU)
-  virtual const HostTensor& output() = 0;   // O on the host, after at least one run
+  // O on the host, as the latest run left it (copied back from the device after each run, never a stale
+  // host copy), after at least one run.
+  virtual const HostTensor& output() = 0;
+  // The LSE of every query row as the latest run left it (LseTensor, model/tensor.hpp), or nullptr when the
+  // implementation produces none (the CPU kernels, cuda.naive); the checker compares it when there is one.
+  virtual const LseTensor* lse() { return nullptr; }
   virtual const AttentionInputs* host_inputs() const { return nullptr; }  // for --save
   virtual nlohmann::json details() const { return nlohmann::json::object(); }
   // Peak and workspace bytes of a case whose memory lives on a device (the GPU's pool), read after the

@@ -1,6 +1,7 @@
 #include "model/tensor.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <utility>
@@ -66,6 +67,20 @@ std::int64_t first_non_finite(const HostTensor& tensor) {
     if (!std::isfinite(tensor.get(i))) return i;
   }
   return -1;
+}
+
+LseTensor::LseTensor(const Case& c)
+    : batch_(c.batch), heads_(c.heads), seq_q_(c.seq_q), storage_(std::size_t(lse_bytes(c)), AllocKind::tensor) {}
+
+std::uint64_t lse_bytes(const Case& c) { return std::uint64_t(c.batch * c.heads * c.seq_q) * sizeof(float); }
+
+void fill_nan(HostTensor& tensor) {
+  const std::size_t bytes = std::size_t(tensor.elements()) * dtype_bytes(tensor.dtype());
+  if (bytes != 0) std::memset(tensor.data<void>(), kNanPoisonByte, bytes);  // an empty tensor has no storage
+}
+
+void fill_nan(LseTensor& lse) {
+  if (lse.bytes() != 0) std::memset(lse.data(), kNanPoisonByte, lse.bytes());
 }
 
 void fill_input(HostTensor& tensor, std::uint64_t seed, TensorId id) {

@@ -93,6 +93,10 @@ enum class Defect {
   no_rescale,          // O is not multiplied by e^{m − m_new} when the row max grows
   causal_off_by_one,   // the causal mask lets each row see one key past its diagonal
   missing_barrier,     // no barrier between the K tile's copies and the warps that read it
+  // Outputs left unwritten, which only the NaN poison of a checked run shows (kernel_implementation.hpp):
+  writes_nothing,         // every CTA returns at once: neither O nor the LSE is written
+  skip_last_query_block,  // the CTA of the last query block returns at once (a grid one CTA short)
+  lse_log2,               // the LSE written in the kernel's log2 units, row_max + log2(row_sum), O right
 };
 
 using Params = AttentionParams;
@@ -112,6 +116,10 @@ FAPROBE_DEVICE void forward_body(const Params& p) {
   const int query_block = static_cast<int>(isa::block_idx_x());
   const unsigned h = isa::block_idx_y();
   const unsigned b = isa::block_idx_z();
+  if constexpr (kDefect == Defect::writes_nothing) return;
+  if constexpr (kDefect == Defect::skip_last_query_block) {
+    if (query_block + 1 == static_cast<int>(T::query_blocks(p.seq_q))) return;  // the whole CTA: no barrier waits
+  }
   const unsigned kv_head = h / static_cast<unsigned>(p.heads / p.kv_heads);
 
   const std::size_t q_seq_stride = std::size_t{static_cast<unsigned>(p.heads)} * HeadDim;
@@ -204,7 +212,11 @@ FAPROBE_DEVICE void forward_body(const Params& p) {
     for (int m = 0; m < M; ++m) {
       FAPROBE_UNROLL
       for (int r = 0; r < 2; ++r) {
-        if (rows[m][r] < p.seq_q) p.lse[lse_base + static_cast<unsigned>(rows[m][r])] = softmax[m].log_sum_exp(r);
+        const float lse = softmax[m].log_sum_exp(r);  // natural log; −inf for a row that saw no key
+        if (rows[m][r] < p.seq_q) {
+          p.lse[lse_base + static_cast<unsigned>(rows[m][r])] =
+              kDefect == Defect::lse_log2 ? lse / OnlineSoftmax::ln2 : lse;
+        }
       }
     }
   }

@@ -259,6 +259,11 @@ void copy_to_device(void* device, const void* host, std::size_t bytes) {
   FAPROBE_CUDA_CHECK(cudaStreamSynchronize(rt.stream));
 }
 
+void fill_bytes(void* device, unsigned char value, std::size_t bytes) {
+  if (bytes == 0) return;
+  FAPROBE_CUDA_CHECK(cudaMemsetAsync(device, value, bytes, runtime().stream));
+}
+
 void reset_peaks() {
   Runtime& rt = runtime();
   // Frees issued in stream order take effect when the stream reaches them: wait, so that "in use now"

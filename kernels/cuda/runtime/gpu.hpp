@@ -81,6 +81,9 @@ void* stream();
 void synchronize();  // waits for the stream; throws CudaError for an asynchronous error
 void copy_to_host(void* host, const void* device, std::size_t bytes);    // synchronous
 void copy_to_device(void* device, const void* host, std::size_t bytes);  // synchronous
+// Sets `bytes` bytes of device memory to `value` (cudaMemsetAsync on faprobe's stream): asynchronous, and
+// ordered before any work queued on the stream after it (the outputs' NaN poison before a checked run).
+void fill_bytes(void* device, unsigned char value, std::size_t bytes);
 
 // Pool accounting for one case.
 void reset_peaks();

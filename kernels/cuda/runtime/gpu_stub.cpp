@@ -33,6 +33,7 @@ void* stream() { unavailable(); }
 void synchronize() { unavailable(); }
 void copy_to_host(void*, const void*, std::size_t) { unavailable(); }
 void copy_to_device(void*, const void*, std::size_t) { unavailable(); }
+void fill_bytes(void*, unsigned char, std::size_t) { unavailable(); }
 
 void reset_peaks() { unavailable(); }
 MemoryCounters counters() { unavailable(); }

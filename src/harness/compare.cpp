@@ -1,0 +1,420 @@
+#include "harness/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "harness/statistics.hpp"
+#include "harness/writers.hpp"
+#include "model/errors.hpp"
+
+namespace faprobe {
+namespace {
+
+constexpr int kBootstrapResamples = 1000;  // at 10,000 samples a side, about 0.1 s per pair
+constexpr double kCheckGrowth = 2.0;       // a tolerance or max_abs_diff that more than doubled
+constexpr double kDiffFloor = 0.01;        // of the tolerance: a max_abs_diff below it is never a finding
+
+std::string number(double value) { return fmt::format("{:.3g}", value); }
+
+bool has_samples(const Record& record) { return record.time && !record.time->samples_s.empty(); }
+
+TimeComparison compare_times(const Record& base, const Record& next, const CompareSettings& settings) {
+  TimeComparison time;
+  time.base_median = base.time->median;
+  time.new_median = next.time->median;
+  time.ratio = time.new_median / time.base_median;
+  const double threshold = settings.threshold_percent / 100;
+  const bool beyond = std::abs(time.ratio - 1) > threshold;
+  if (has_samples(base) && has_samples(next)) {
+    const std::vector<double>& a = base.time->samples_s;
+    const std::vector<double>& b = next.time->samples_s;
+    time.base_samples = a.size();
+    time.new_samples = b.size();
+    time.p = mann_whitney_u(b, a).p;
+    if (median(a) > 0) {
+      const RatioInterval interval = median_ratio_interval(a, b, 1 - settings.alpha, kBootstrapResamples);
+      time.low = interval.low;
+      time.high = interval.high;
+    }
+    if (!beyond) {
+      time.verdict = Verdict::same;
+    } else if (*time.p >= settings.alpha) {
+      time.verdict = Verdict::noise;
+    } else {
+      time.verdict = time.ratio > 1 ? Verdict::slower : Verdict::faster;
+    }
+  } else {
+    time.verdict = beyond ? Verdict::untested : Verdict::same;
+  }
+  return time;
+}
+
+bool timed(const Record& record) { return record.time && record.time->median > 0; }
+
+// A status change that makes NEW worse: away from ok, to unsupported (a silent fallback), to mismatch or failed.
+bool status_regressed(Status before, Status after) {
+  if (before == after) return false;
+  return before == Status::ok || after == Status::unsupported || after == Status::mismatch || after == Status::failed;
+}
+
+std::vector<CheckChange> compare_checks(const Record& base, const Record& next) {
+  std::vector<CheckChange> changes;
+  if (base.status != next.status) {
+    changes.push_back({fmt::format("status {} → {}{}", to_string(base.status), to_string(next.status),
+                                   next.reason.empty() ? "" : ": " + next.reason),
+                       status_regressed(base.status, next.status)});
+  }
+  const auto& before = base.verify;
+  const auto& after = next.verify;
+  if (before && !after && next.status == Status::ok) changes.push_back({"verified → not checked", true});
+  if (before && after) {
+    if (after->tolerance > kCheckGrowth * before->tolerance) {
+      changes.push_back({fmt::format("tolerance {} → {} ({:.1f}×)", number(before->tolerance), number(after->tolerance),
+                                     after->tolerance / before->tolerance),
+                         true});
+    }
+    if (after->max_abs_diff > kCheckGrowth * before->max_abs_diff &&
+        after->max_abs_diff > kDiffFloor * after->tolerance) {
+      const std::string growth =
+          before->max_abs_diff > 0 ? fmt::format("{:.1f}×", after->max_abs_diff / before->max_abs_diff) : "from 0";
+      changes.push_back({fmt::format("max_abs_diff {} → {} ({})", number(before->max_abs_diff),
+                                     number(after->max_abs_diff), growth),
+                         true});
+    }
+  }
+  return changes;
+}
+
+ComparedPair make_pair(SourcedRecord base, SourcedRecord next, const CompareSettings& settings, bool checks) {
+  ComparedPair pair{std::move(base), std::move(next), std::nullopt, {}};
+  if (timed(pair.base.record) && timed(pair.next.record)) {
+    pair.time = compare_times(pair.base.record, pair.next.record, settings);
+  }
+  if (checks) pair.changes = compare_checks(pair.base.record, pair.next.record);
+  return pair;
+}
+
+std::string implementations(const RecordSet& set) {
+  std::set<std::string> names;
+  for (const SourcedRecord& record : set.records) names.insert(record.record.impl);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+std::string_view to_string(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::faster: return "faster";
+    case Verdict::slower: return "slower";
+    case Verdict::same: return "same";
+    case Verdict::noise: return "noise";
+    case Verdict::untested: return "untested";
+  }
+  return "?";
+}
+
+bool ComparedPair::regression() const {
+  if (time && time->verdict == Verdict::slower) return true;
+  return std::any_of(changes.begin(), changes.end(), [](const CheckChange& change) { return change.regression; });
+}
+
+int Comparison::count(Verdict verdict) const {
+  return int(std::count_if(pairs.begin(), pairs.end(),
+                           [&](const ComparedPair& pair) { return pair.time && pair.time->verdict == verdict; }));
+}
+
+int Comparison::regressions() const {
+  return int(std::count_if(pairs.begin(), pairs.end(), [](const ComparedPair& pair) { return pair.regression(); }));
+}
+
+int Comparison::check_changes() const {
+  int n = 0;
+  for (const ComparedPair& pair : pairs) n += int(pair.changes.size());
+  return n;
+}
+
+int Comparison::exit_status() const {
+  if (!settings.baseline_impl.empty()) return kExitOk;
+  return regressions() > 0 ? kExitFailed : kExitOk;
+}
+
+Comparison compare_runs(const RecordSet& base, const RecordSet& next, const CompareSettings& settings) {
+  Comparison comparison;
+  comparison.settings = settings;
+  for (const ResultFile& file : base.files) comparison.base_paths.push_back(file.path);
+  for (const ResultFile& file : next.files) comparison.new_paths.push_back(file.path);
+  std::multimap<std::string, std::size_t> new_by_key;
+  for (std::size_t i = 0; i < next.records.size(); ++i) new_by_key.emplace(next.records[i].record.key(), i);
+  std::vector<bool> matched(next.records.size(), false);
+  int other_device = 0;
+  for (const SourcedRecord& record : base.records) {
+    std::vector<std::size_t> partners;
+    bool elsewhere = false;
+    const auto [begin, end] = new_by_key.equal_range(record.record.key());
+    for (auto it = begin; it != end; ++it) {
+      if (settings.ignore_device || same_device(record, next.records[it->second])) partners.push_back(it->second);
+      else elsewhere = true;
+    }
+    if (partners.size() > 1) {
+      throw UsageError(fmt::format("--ignore-device: {} matches {} records of NEW ({} and {}); compare one device at a time",
+                                   record.record.key(), partners.size(), next.records[partners[0]].source,
+                                   next.records[partners[1]].source));
+    }
+    if (partners.empty()) {
+      other_device += elsewhere;
+      comparison.only_base.push_back(record);
+      continue;
+    }
+    if (matched[partners[0]]) {
+      throw UsageError(fmt::format("--ignore-device: {} of NEW matches two records of BASE; compare one device at a time",
+                                   next.records[partners[0]].source));
+    }
+    matched[partners[0]] = true;
+    comparison.pairs.push_back(make_pair(record, next.records[partners[0]], settings, /*checks=*/true));
+  }
+  for (std::size_t i = 0; i < next.records.size(); ++i)
+    if (!matched[i]) comparison.only_new.push_back(next.records[i]);
+  if (other_device > 0) {
+    comparison.notes.push_back(fmt::format("{} record{} of BASE match{} NEW only on another device (--ignore-device "
+                                           "compares across devices)",
+                                           other_device, other_device == 1 ? "" : "s", other_device == 1 ? "es" : ""));
+  }
+  if (comparison.pairs.empty()) {
+    throw UsageError(fmt::format(
+        "nothing to compare: none of NEW's {} records has the implementation, case{} of one of BASE's {} (BASE: {}; "
+        "NEW: {}){}",
+        next.records.size(), settings.ignore_device ? "" : " and device", base.records.size(), implementations(base),
+        implementations(next), other_device > 0 ? "; they match on other devices: --ignore-device" : ""));
+  }
+  return comparison;
+}
+
+Comparison compare_within(const RecordSet& records, const CompareSettings& settings) {
+  Comparison comparison;
+  comparison.settings = settings;
+  for (const ResultFile& file : records.files) comparison.base_paths.push_back(file.path);
+  const std::string& name = settings.baseline_impl;
+  std::vector<const SourcedRecord*> baselines;
+  for (const SourcedRecord& record : records.records)
+    if (record.record.impl == name) baselines.push_back(&record);
+  if (baselines.empty()) {
+    throw UsageError(fmt::format("--baseline-impl {}: no record of {} (implementations there: {})", name, name,
+                                 implementations(records)));
+  }
+  for (const SourcedRecord& record : records.records) {
+    if (record.record.impl == name) continue;
+    const SourcedRecord* baseline = nullptr;
+    for (const SourcedRecord* candidate : baselines) {
+      const bool device = settings.ignore_device || same_device(*candidate, record);
+      if (device && candidate->record.c.key() == record.record.c.key()) {
+        if (baseline != nullptr) {
+          throw UsageError(fmt::format("--ignore-device: {} has two {} records to compare with ({} and {})",
+                                       record.source, name, baseline->source, candidate->source));
+        }
+        baseline = candidate;
+      }
+    }
+    if (baseline == nullptr) {
+      comparison.only_new.push_back(record);
+      continue;
+    }
+    comparison.pairs.push_back(make_pair(*baseline, record, settings, /*checks=*/false));
+  }
+  if (comparison.pairs.empty()) {
+    throw UsageError(fmt::format("--baseline-impl {}: no other implementation ran one of its {} cases", name,
+                                 baselines.size()));
+  }
+  return comparison;
+}
+
+// --- Printers ---
+
+namespace {
+
+std::string ratio_text(const TimeComparison& time) {
+  if (!time.low) return fmt::format("{:.3f}", time.ratio);
+  return fmt::format("{:.3f} [{:.3f}, {:.3f}]", time.ratio, *time.low, *time.high);
+}
+
+std::string p_text(const TimeComparison& time) { return time.p ? fmt::format("{:.1e}", *time.p) : "-"; }
+
+// In --baseline-impl, "faster" reads as the speedup over the baseline.
+std::string speedup_text(const TimeComparison& time) { return fmt::format("{:.2f}×", 1 / time.ratio); }
+
+std::string name_of(const ComparedPair& pair, bool within) {
+  return within ? pair.next.record.impl : pair.base.record.impl;
+}
+
+std::string summary_line(const Comparison& c) {
+  const bool within = !c.settings.baseline_impl.empty();
+  std::string line = fmt::format("{} pairs: {} slower, {} faster, {} same, {} noise, {} untested", c.pairs.size(),
+                                 c.count(Verdict::slower), c.count(Verdict::faster), c.count(Verdict::same),
+                                 c.count(Verdict::noise), c.count(Verdict::untested));
+  if (!within) line += fmt::format("; {} check changes", c.check_changes());
+  if (!within) line += fmt::format("; {} only in BASE, {} only in NEW", c.only_base.size(), c.only_new.size());
+  else line += fmt::format("; {} without a {} record", c.only_new.size(), c.settings.baseline_impl);
+  if (!within) {
+    line += c.regressions() > 0 ? fmt::format(" → {} regression{} (exit 1)", c.regressions(), c.regressions() == 1 ? "" : "s")
+                                : " → no regression";
+  }
+  return line;
+}
+
+std::string settings_line(const Comparison& c) {
+  const bool within = !c.settings.baseline_impl.empty();
+  return fmt::format("threshold {:g} %, alpha {:g} (a change counts when it is beyond the threshold and p < alpha); "
+                     "ratio = median {} / median {} with its {:g} % interval",
+                     c.settings.threshold_percent, c.settings.alpha, within ? "impl" : "NEW",
+                     within ? c.settings.baseline_impl : "BASE", 100 * (1 - c.settings.alpha));
+}
+
+}  // namespace
+
+std::string compare_table(const Comparison& c) {
+  const bool within = !c.settings.baseline_impl.empty();
+  std::string text;
+  constexpr const char* kRow = "{:<20} {:<36} {:>11} {:>11} {:>27} {:>8}  {}\n";
+  text += fmt::format(kRow, "impl", "case", within ? c.settings.baseline_impl : "base", within ? "impl" : "new",
+                      "ratio [interval]", "p", within ? "verdict (speedup)" : "verdict");
+  for (const ComparedPair& pair : c.pairs) {
+    if (!pair.time) continue;
+    const TimeComparison& t = *pair.time;
+    std::string verdict(to_string(t.verdict));
+    if (within) verdict += " (" + speedup_text(t) + ")";
+    else if (t.verdict == Verdict::slower) verdict += "  REGRESSION";
+    text += fmt::format(kRow, name_of(pair, within), pair.base.record.c.label(), format_seconds(t.base_median),
+                        format_seconds(t.new_median), ratio_text(t), p_text(t), verdict);
+  }
+  const int changes = c.check_changes();
+  if (changes > 0) {
+    text += "\nstatus and correctness changes:\n";
+    for (const ComparedPair& pair : c.pairs)
+      for (const CheckChange& change : pair.changes)
+        text += fmt::format("  {:<20} {:<36} {}{}\n", pair.base.record.impl, pair.base.record.c.label(), change.what,
+                            change.regression ? "  REGRESSION" : "  (improvement)");
+  }
+  if (within) {
+    for (const ComparedPair& pair : c.pairs)
+      if (!pair.time)
+        text += fmt::format("  {:<20} {:<36} not timed on both: {} {}, {} {}\n", pair.next.record.impl,
+                            pair.base.record.c.label(), c.settings.baseline_impl, to_string(pair.base.record.status),
+                            pair.next.record.impl, to_string(pair.next.record.status));
+  }
+  auto list = [&](const std::vector<SourcedRecord>& records, const std::string& title) {
+    if (records.empty()) return;
+    text += fmt::format("\n{} ({}):\n", title, records.size());
+    for (const SourcedRecord& r : records)
+      text += fmt::format("  {:<20} {:<36} {:<11} {}\n", r.record.impl, r.record.c.label(), to_string(r.record.status),
+                          r.source);
+  };
+  list(c.only_base, "only in BASE");
+  list(c.only_new, within ? "no " + c.settings.baseline_impl + " record to compare with" : "only in NEW");
+  for (const std::string& note : c.notes) text += "\nnote: " + note + "\n";
+  text += "\n" + settings_line(c) + "\n" + summary_line(c) + "\n";
+  return text;
+}
+
+std::string compare_markdown(const Comparison& c) {
+  const bool within = !c.settings.baseline_impl.empty();
+  std::string text = within ? fmt::format("| implementation | case | {} | time | ratio [interval] | p | verdict | "
+                                          "speedup |\n|---|---|---:|---:|---:|---:|---|---:|\n",
+                                          c.settings.baseline_impl)
+                            : std::string("| implementation | case | base | new | ratio [interval] | p | verdict |\n"
+                                          "|---|---|---:|---:|---:|---:|---|\n");
+  for (const ComparedPair& pair : c.pairs) {
+    if (!pair.time) continue;
+    const TimeComparison& t = *pair.time;
+    std::string verdict(to_string(t.verdict));
+    if (!within && t.verdict == Verdict::slower) verdict = "**slower**";
+    text += fmt::format("| {} | {} | {} | {} | {} | {} | {} |{}\n", name_of(pair, within), pair.base.record.c.label(),
+                        format_seconds(t.base_median), format_seconds(t.new_median), ratio_text(t), p_text(t), verdict,
+                        within ? " " + speedup_text(t) + " |" : "");
+  }
+  if (c.check_changes() > 0) {
+    text += "\n| implementation | case | status or correctness change | regression |\n|---|---|---|---|\n";
+    for (const ComparedPair& pair : c.pairs)
+      for (const CheckChange& change : pair.changes)
+        text += fmt::format("| {} | {} | {} | {} |\n", pair.base.record.impl, pair.base.record.c.label(), change.what,
+                            change.regression ? "**yes**" : "no (improvement)");
+  }
+  auto list = [&](const std::vector<SourcedRecord>& records, const std::string& title) {
+    if (records.empty()) return;
+    text += fmt::format("\n{}:\n\n", title);
+    for (const SourcedRecord& r : records)
+      text += fmt::format("- {} {} ({}, {})\n", r.record.impl, r.record.c.label(), to_string(r.record.status), r.source);
+  };
+  list(c.only_base, "Only in BASE");
+  list(c.only_new, within ? "No " + c.settings.baseline_impl + " record to compare with" : "Only in NEW");
+  for (const std::string& note : c.notes) text += "\nNote: " + note + "\n";
+  text += "\n" + settings_line(c) + ".\n\n" + summary_line(c) + "\n";
+  return text;
+}
+
+nlohmann::json compare_json(const Comparison& c) {
+  auto side = [](const SourcedRecord& r) {
+    nlohmann::json out{{"impl", r.record.impl},     {"device", r.record.device},
+                       {"status", to_string(r.record.status)}, {"source", r.source}};
+    if (!r.host.empty()) out["host"] = r.host;
+    return out;
+  };
+  auto optional = [](const std::optional<double>& value) { return value ? nlohmann::json(*value) : nlohmann::json(); };
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const ComparedPair& pair : c.pairs) {
+    nlohmann::json out{{"case", pair.base.record.c}, {"base", side(pair.base)}, {"new", side(pair.next)},
+                       {"regression", pair.regression()}};
+    if (pair.time) {
+      const TimeComparison& t = *pair.time;
+      out["time"] = {{"base_median_s", t.base_median}, {"new_median_s", t.new_median},
+                     {"base_samples", t.base_samples}, {"new_samples", t.new_samples},
+                     {"ratio", t.ratio},               {"ratio_low", optional(t.low)},
+                     {"ratio_high", optional(t.high)}, {"p", optional(t.p)},
+                     {"verdict", to_string(t.verdict)}};
+    } else {
+      out["time"] = nullptr;
+    }
+    out["changes"] = nlohmann::json::array();
+    for (const CheckChange& change : pair.changes)
+      out["changes"].push_back({{"what", change.what}, {"regression", change.regression}});
+    pairs.push_back(std::move(out));
+  }
+  auto records = [&](const std::vector<SourcedRecord>& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const SourcedRecord& r : list) {
+      nlohmann::json one = side(r);
+      one["case"] = r.record.c;
+      out.push_back(std::move(one));
+    }
+    return out;
+  };
+  const bool within = !c.settings.baseline_impl.empty();
+  nlohmann::json settings{{"threshold_percent", c.settings.threshold_percent},
+                          {"alpha", c.settings.alpha},
+                          {"ignore_device", c.settings.ignore_device},
+                          {"baseline_impl", within ? nlohmann::json(c.settings.baseline_impl) : nlohmann::json()}};
+  return {{"schema", kSchema},
+          {"kind", "compare"},
+          {"settings", settings},
+          {"base", c.base_paths},
+          {"new", c.new_paths},
+          {"pairs", pairs},
+          {"only_base", records(c.only_base)},
+          {"only_new", records(c.only_new)},
+          {"notes", c.notes},
+          {"summary",
+           {{"pairs", c.pairs.size()},
+            {"slower", c.count(Verdict::slower)},
+            {"faster", c.count(Verdict::faster)},
+            {"same", c.count(Verdict::same)},
+            {"noise", c.count(Verdict::noise)},
+            {"untested", c.count(Verdict::untested)},
+            {"check_changes", c.check_changes()},
+            {"regressions", c.regressions()},
+            {"exit_status", c.exit_status()}}}};
+}
+
+}  // namespace faprobe

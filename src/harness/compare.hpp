@@ -1,0 +1,93 @@
+// `faprobe compare`: two runs (or the implementations of one run) side by side, pair by pair, with a verdict
+// that tells a real change from noise, and an exit status that gates CI on a regression. One result
+// structure (Comparison); the terminal table, Markdown and JSON are thin printers over it.
+//
+// Pairs. Runs: a BASE record and a NEW record match when they have the same implementation and case key and
+// ran on the same device (record_files.hpp's same_device; --ignore-device drops the device from the match).
+// Within one run (--baseline-impl NAME): every other implementation's record against NAME's on the same case
+// and device. Records without a partner are listed, never dropped.
+//
+// Time. Per pair with a timed record on both sides: ratio = median(NEW) / median(BASE), its (1 − alpha)
+// bootstrap interval, and the two-sided Mann–Whitney p-value on the raw samples (statistics.hpp). The verdict:
+//   slower / faster  the ratio is beyond 1 ± threshold AND p < alpha: a change that is large enough to matter
+//                    and that the samples show;
+//   noise            beyond the threshold, but p ≥ alpha: within what the samples' spread can produce;
+//   same             within the threshold;
+//   untested         a side has no raw samples (records written before faprobe kept them): the ratio is shown,
+//                    nothing is judged.
+// Checks (runs only; each is a row of its own and a regression whatever the times say):
+//   status           any change away from ok; to unsupported (a silent fallback); to mismatch or failed;
+//   not checked      BASE was verified, NEW was not (--no-verify, or a check that no longer runs);
+//   tolerance        NEW's tolerance is more than twice BASE's (the policy was loosened);
+//   max_abs_diff     NEW's error is more than twice BASE's and above 1 % of the tolerance (below that, a
+//                    change in the last bits of a near-exact result is not a finding).
+// A change towards ok is listed as an improvement. Exit status (runs): 1 when any pair is slower or any check
+// regressed, else 0; --baseline-impl compares different implementations, which is a table, not a gate: 0.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/record_files.hpp"
+
+namespace faprobe {
+
+struct CompareSettings {
+  double threshold_percent = 5.0;  // --threshold
+  double alpha = 0.01;             // --alpha
+  bool ignore_device = false;      // --ignore-device
+  std::string baseline_impl;       // --baseline-impl ("" = compare runs)
+};
+
+enum class Verdict { faster, slower, same, noise, untested };
+std::string_view to_string(Verdict verdict);
+
+struct TimeComparison {
+  double base_median = 0, new_median = 0;  // seconds, from the records
+  std::size_t base_samples = 0, new_samples = 0;  // raw samples the test used
+  double ratio = 0;                  // new_median / base_median
+  std::optional<double> low, high;   // the ratio's (1 − alpha) interval, with raw samples on both sides
+  std::optional<double> p;           // Mann–Whitney two-sided p-value, likewise
+  Verdict verdict = Verdict::untested;
+};
+
+struct CheckChange {
+  std::string what;  // "status ok → mismatch", "max_abs_diff 1.2e-07 → 3.1e-05 (258×)"
+  bool regression = false;
+};
+
+struct ComparedPair {
+  SourcedRecord base, next;  // next: NEW's record (in --baseline-impl, the other implementation's)
+  std::optional<TimeComparison> time;
+  std::vector<CheckChange> changes;
+  bool regression() const;  // slower, or a check that regressed
+};
+
+struct Comparison {
+  CompareSettings settings;
+  std::vector<std::string> base_paths, new_paths;  // new_paths empty for --baseline-impl
+  std::vector<ComparedPair> pairs;
+  std::vector<SourcedRecord> only_base, only_new;  // --baseline-impl: only_new = cases without NAME's record
+  std::vector<std::string> notes;                   // e.g. pairs matched only on other devices
+  int count(Verdict verdict) const;
+  int regressions() const;  // pairs with regression()
+  int check_changes() const;
+  int exit_status() const;  // DESIGN.md: 0 none, 1 a regression (runs only)
+};
+
+// BASE against NEW. Throws UsageError when nothing matches at all (naming what each side holds), or when
+// --ignore-device leaves a record with two partners.
+Comparison compare_runs(const RecordSet& base, const RecordSet& next, const CompareSettings& settings);
+
+// Every implementation against settings.baseline_impl within one set. Throws UsageError when the set has no
+// record of it, or nothing to compare it with.
+Comparison compare_within(const RecordSet& records, const CompareSettings& settings);
+
+// The printers.
+std::string compare_table(const Comparison& comparison);     // the terminal
+std::string compare_markdown(const Comparison& comparison);
+nlohmann::json compare_json(const Comparison& comparison);   // schema faprobe/1, "kind": "compare"
+
+}  // namespace faprobe

@@ -1,0 +1,129 @@
+#include "harness/statistics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace faprobe {
+namespace {
+
+// SplitMix64 (Steele, Lea and Flood 2014): a fixed stream on every platform, unlike the standard
+// distributions, whose output the C++ standard leaves to each library.
+struct SplitMix64 {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  std::size_t below(std::size_t n) { return std::size_t(next() % n); }  // bias < n / 2^64: none that matters
+};
+
+// P(U = u) for every u = 0 .. m·n under the null hypothesis, no ties: with f(m, n) the distribution of U for
+// sizes m and n, f(m, n)(u) = m/(m+n) · f(m−1, n)(u − n) + n/(m+n) · f(m, n−1)(u) (is the largest of all m + n
+// values an x, which then beats all n y's, or a y). Probabilities rather than counts, so nothing overflows.
+std::vector<double> exact_u_distribution(std::size_t m, std::size_t n) {
+  // dist[j] = the distribution for sizes (i, j), built up over i; sizes (0, j) and (i, 0): U = 0.
+  std::vector<std::vector<double>> dist(n + 1, std::vector<double>{1.0});
+  for (std::size_t i = 1; i <= m; ++i) {
+    std::vector<std::vector<double>> next(n + 1);
+    next[0] = {1.0};
+    for (std::size_t j = 1; j <= n; ++j) {
+      std::vector<double> f(i * j + 1, 0.0);
+      const double x_largest = double(i) / double(i + j);
+      for (std::size_t u = 0; u < dist[j].size(); ++u) f[u + j] += x_largest * dist[j][u];          // f(i−1, j)
+      for (std::size_t u = 0; u < next[j - 1].size(); ++u) f[u] += (1 - x_largest) * next[j - 1][u];  // f(i, j−1)
+      next[j] = std::move(f);
+    }
+    dist = std::move(next);
+  }
+  return dist[n];
+}
+
+}  // namespace
+
+RankTest mann_whitney_u(const std::vector<double>& x, const std::vector<double>& y) {
+  RankTest test;
+  const std::size_t m = x.size(), n = y.size();
+  if (m == 0 || n == 0) return test;
+  // Mid-ranks of the pooled samples, and Σ(t³ − t) over groups of t tied values.
+  std::vector<std::pair<double, bool>> pooled;  // (value, from x)
+  pooled.reserve(m + n);
+  for (double v : x) pooled.emplace_back(v, true);
+  for (double v : y) pooled.emplace_back(v, false);
+  std::sort(pooled.begin(), pooled.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  double rank_sum_x = 0, tie_term = 0;
+  for (std::size_t begin = 0; begin < pooled.size();) {
+    std::size_t end = begin + 1;
+    while (end < pooled.size() && pooled[end].first == pooled[begin].first) ++end;
+    const double mid_rank = (double(begin + 1) + double(end)) / 2;  // ranks begin+1 .. end
+    for (std::size_t i = begin; i < end; ++i)
+      if (pooled[i].second) rank_sum_x += mid_rank;
+    const double t = double(end - begin);
+    tie_term += t * t * t - t;
+    begin = end;
+  }
+  const double mn = double(m) * double(n);
+  test.u = rank_sum_x - double(m) * double(m + 1) / 2;
+  const double u_high = std::max(test.u, mn - test.u);  // the larger of U_x and U_y: its upper tail, twice
+  if (tie_term == 0 && m <= kExactLimit && n <= kExactLimit) {
+    const std::vector<double> distribution = exact_u_distribution(m, n);
+    const auto at_least = std::size_t(std::llround(u_high));  // no ties: U is an integer
+    // P(U ≥ u) summed from the far end, smallest terms first: 1 − P(U < u) would cancel in the tail.
+    double upper_tail = 0;
+    for (std::size_t u = distribution.size(); u-- > at_least;) upper_tail += distribution[u];
+    test.p = std::min(1.0, 2 * upper_tail);
+    test.exact = true;
+    return test;
+  }
+  const double total = double(m + n);
+  const double variance = mn / 12 * ((total + 1) - tie_term / (total * (total - 1)));
+  if (variance <= 0) return test;  // every value tied: no evidence either way
+  const double z = (u_high - mn / 2 - 0.5) / std::sqrt(variance);
+  test.p = std::min(1.0, std::erfc(z / std::sqrt(2.0)));  // 2 · (1 − Φ(z))
+  return test;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const std::size_t half = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + std::ptrdiff_t(half), values.end());
+  const double upper = values[half];
+  if (values.size() % 2 == 1) return upper;
+  const double lower = *std::max_element(values.begin(), values.begin() + std::ptrdiff_t(half));
+  return (lower + upper) / 2;
+}
+
+RatioInterval median_ratio_interval(const std::vector<double>& base, const std::vector<double>& next,
+                                    double confidence, int resamples, std::uint64_t seed) {
+  if (base.empty() || next.empty() || resamples < 1 || !(confidence > 0 && confidence < 1)) {
+    throw std::invalid_argument("median_ratio_interval: empty samples or a confidence outside (0, 1)");
+  }
+  RatioInterval interval;
+  const double base_median = median(base);
+  if (!(base_median > 0)) throw std::invalid_argument("median_ratio_interval: the base median is not positive");
+  interval.ratio = median(next) / base_median;
+  SplitMix64 random{seed};
+  std::vector<double> ratios, draw_base(base.size()), draw_next(next.size());
+  ratios.reserve(std::size_t(resamples));
+  for (int r = 0; r < resamples; ++r) {
+    for (double& v : draw_base) v = base[random.below(base.size())];
+    for (double& v : draw_next) v = next[random.below(next.size())];
+    const double resampled_base = median(draw_base);
+    ratios.push_back(resampled_base > 0 ? median(draw_next) / resampled_base : interval.ratio);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const double tail = (1 - confidence) / 2;
+  auto at = [&](double q) {  // linear interpolation between order statistics
+    const double position = q * double(ratios.size() - 1);
+    const auto below = std::size_t(position);
+    const std::size_t above = std::min(below + 1, ratios.size() - 1);
+    return ratios[below] + (ratios[above] - ratios[below]) * (position - double(below));
+  };
+  interval.low = at(tail);
+  interval.high = at(1 - tail);
+  return interval;
+}
+
+}  // namespace faprobe

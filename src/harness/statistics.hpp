@@ -1,0 +1,47 @@
+// The statistics `faprobe compare` judges a change with, written here (no Debian-packaged C++ library
+// offers a rank test): the Mann–Whitney U test on two sets of raw samples, and a bootstrap confidence
+// interval for the ratio of their medians.
+//
+// Why these: timing samples are not normal (a floor set by the hardware, a long right tail from the OS and
+// other tenants), so a t-test's p-value means little; the U test asks only whether a sample of NEW tends to
+// be larger than one of BASE (P(X > Y) ≠ 1/2), which is the question "did it get slower". The ratio of
+// medians is what the tables show; its interval comes from resampling each side (percentile bootstrap), which
+// assumes nothing about the shape either.
+//
+// U is computed from mid-ranks (ties share the mean of their ranks). The two-sided p-value is exact when
+// there are no ties and both sides have at most kExactLimit samples (the null distribution of U by the
+// usual recurrence, Mann & Whitney 1947: scipy.stats.mannwhitneyu's method "exact"); otherwise it is the
+// normal approximation with the tie correction of the variance and a continuity correction of 1/2 (its
+// method "asymptotic"). tests/test_statistics.cpp checks known values that scipy gives for both.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace faprobe {
+
+struct RankTest {
+  double u = 0;       // U of the first sample: the number of pairs (x, y) with x > y, ties counted 1/2
+  double p = 1;       // two-sided p-value
+  bool exact = false;  // p from the exact distribution (no ties, small samples), else the normal approximation
+};
+
+inline constexpr std::size_t kExactLimit = 50;
+
+// Two-sided Mann–Whitney U test of x against y; p = 1 when either is empty.
+RankTest mann_whitney_u(const std::vector<double>& x, const std::vector<double>& y);
+
+double median(std::vector<double> values);  // the mean of the two middle values for an even count; 0 if empty
+
+struct RatioInterval {
+  double ratio = 0;        // median(next) / median(base)
+  double low = 0, high = 0;  // the central `confidence` interval of the bootstrapped ratio
+};
+
+// The ratio of medians with a percentile-bootstrap interval: `resamples` times, each side is resampled with
+// replacement to its own size and the ratio of the resampled medians taken. The generator is seeded with
+// `seed` (and its stream is fixed: SplitMix64), so the same samples give the same interval everywhere.
+// Both sides must be non-empty with positive medians.
+RatioInterval median_ratio_interval(const std::vector<double>& base, const std::vector<double>& next,
+                                    double confidence, int resamples = 2000, std::uint64_t seed = 0x5eedf00d);
+
+}  // namespace faprobe
