@@ -47,9 +47,10 @@ Layer layer_of_file(const std::string& path) {
 }
 
 // The layer a quoted include names (include paths: src/, the root, kernels/); a name without a folder is
-// a file beside the includer (wgmma_ptx.inc, a test's support header), or the generated config header.
+// a file beside the includer (wgmma_ptx.inc, a test's support header), or a generated header (the embedded
+// configs, the git revision).
 Layer layer_of_include(const std::string& target, Layer includer) {
-  if (target == "default_config.hpp") return Layer::generated;
+  if (target == "default_config.hpp" || target == "build_revision.hpp") return Layer::generated;
   if (starts_with(target, "model/")) return Layer::model;
   if (starts_with(target, "harness/")) return Layer::harness;
   if (starts_with(target, "cli/")) return Layer::cli;

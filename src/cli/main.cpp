@@ -11,6 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "harness/build_info.hpp"
 #include "harness/progress.hpp"
 #include "model/errors.hpp"
 
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
   using namespace faprobe;
   cli::set_command_line(argc, argv);
   CLI::App app{"faprobe: benchmark and verify exact attention implementations against a float64 reference"};
-  app.set_version_flag("--version", std::string(FAPROBE_VERSION) + " (" + FAPROBE_GIT_REVISION + ")");
+  app.set_version_flag("--version", std::string(FAPROBE_VERSION) + " (" + build_info().revision_text() + ")");
   app.require_subcommand(1);
   int exit_status = kExitOk;
   cli::setup_list(app, exit_status);

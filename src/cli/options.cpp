@@ -10,6 +10,8 @@
 #include <fmt/ranges.h>
 
 #include "cuda/runtime/gpu.hpp"
+#include "cuda/runtime/nvml.hpp"
+#include "harness/build_info.hpp"
 #include "model/errors.hpp"
 #include "model/host_info.hpp"
 
@@ -153,7 +155,8 @@ nlohmann::json run_metadata(const nlohmann::json& rates) {
   const DeviceScan scan = scan_devices();
   nlohmann::json metadata{{"schema", "faprobe/1"},
                           {"version", FAPROBE_VERSION},
-                          {"git_revision", FAPROBE_GIT_REVISION},
+                          {"git_revision", build_info().git_revision},
+                          {"build", build_info()},
                           {"command", g_command_line},
                           {"time", stamp},
                           {"host", host_info()},
@@ -255,6 +258,16 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
       fmt::print(stderr, "faprobe: the GPU's rates were not measured: {}\n", error.what());
     }
   }
+  // The GPUs' clocks and throttle reasons from here on (after the GPU's calibration, whose GEMM would show
+  // as a power cap of its own), sampled by a thread of their own while the plan has GPU cases, and after
+  // each of them; without NVML the header says why and the run goes on.
+  options.nvml = std::make_shared<gpu::NvmlMonitor>();
+  for (const gpu::DeviceInfo& device : gpu::devices()) options.nvml->watch(device);
+  const bool runs_gpu = std::any_of(plan.impls.begin(), plan.impls.end(), [](const std::string& name) {
+    const Implementation* impl = find_implementation(name);
+    return impl != nullptr && impl->runs_on_gpu();
+  });
+  if (runs_gpu) options.nvml->start_sampling(std::chrono::milliseconds(100));
   options.metadata = run_metadata(rates);
   options.metadata["mem_limit_bytes"] =
       options.mem_limit != 0 ? nlohmann::json(options.mem_limit) : nlohmann::json("device default");
@@ -274,7 +287,15 @@ RunSummary run_and_report(const Plan& plan, const RunOptions& options) {
   for (const std::string& note : plan.notes) fmt::print(stderr, "faprobe: note: {}\n", note);
   // With a result file on stdout ("-"), stdout carries that file alone and the table goes to stderr.
   const bool stdout_taken = options.files && options.files->targets.uses_stdout();
-  const RunSummary summary = run_plan(plan, options, stdout_taken ? std::cerr : std::cout);
+  std::ostream& table = stdout_taken ? std::cerr : std::cout;
+  const RunSummary summary = run_plan(plan, options, table);
+  if (options.nvml) {
+    options.nvml->stop_sampling();
+    for (const std::string& line : options.nvml->slowdown_lines()) {
+      table << fmt::format("warning: {} (NVML clock event reasons); its times may be below what it can do\n", line);
+    }
+    table.flush();
+  }
   int ok = 0;
   for (const Record& record : summary.records) ok += record.status == Status::ok;
   fmt::print(stderr, "\n{} records: {} ok, {} mismatch, {} failed, {} skipped, {} unsupported{}{}\n",

@@ -77,6 +77,7 @@ void to_json(nlohmann::json& out, const Record& record) {
                    {"predicted_bytes", record.memory.predicted_bytes}};
   out["verify"] = record.verify ? nlohmann::json(*record.verify) : nlohmann::json(nullptr);
   out["details"] = record.details;
+  out["repro"] = record.repro.empty() ? nlohmann::json(nullptr) : nlohmann::json(record.repro);
 }
 
 void from_json(const nlohmann::json& in, Record& record) {
@@ -115,6 +116,8 @@ void from_json(const nlohmann::json& in, Record& record) {
   record.verify.reset();
   if (in.contains("verify") && in["verify"].is_object()) record.verify = in["verify"].get<VerifyResult>();
   record.details = in.value("details", nlohmann::json::object());
+  record.repro.clear();  // optional: records written before it existed have none
+  if (in.contains("repro") && !in["repro"].is_null()) record.repro = in["repro"].get<std::string>();
 }
 
 }  // namespace faprobe

@@ -66,6 +66,9 @@ struct Record {
   MemoryStats memory;
   std::optional<VerifyResult> verify;
   nlohmann::json details = nlohmann::json::object();
+  // The `faprobe run` command line that reproduces this one case (harness/provenance.hpp), shell-quoted; ""
+  // for a check of files and in records written before faprobe kept it (`repro`: null).
+  std::string repro;
 
   double flops() const { return c.flops(); }
   double bytes() const { return c.min_bytes(); }

@@ -31,6 +31,7 @@
 #include "harness/interleave.hpp"
 #include "harness/measure.hpp"
 #include "harness/progress.hpp"
+#include "harness/provenance.hpp"
 #include "harness/range.hpp"
 #include "harness/writers.hpp"
 #include "model/errors.hpp"
@@ -489,7 +490,7 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
         if (final) summary.unwritten.push_back(target->flag);
       }
     };
-    rewrite(files->targets.json, [&] { return json_document(options.metadata, summary.records); });
+    rewrite(files->targets.json, [&] { return json_document(document_metadata(options), summary.records); });
     rewrite(files->targets.csv, [&] { return csv_document(summary.records); });
     rewrite(files->targets.md, [&] { return markdown_document(summary.records); });
     if (!final || failures.empty()) return;
@@ -503,6 +504,7 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
   auto finish = [&](const Implementation& impl, Record record) {
     // Here rather than in run_one, so that isolated children need not know the GPU's rates.
     record.bandwidth_fraction = bandwidth_fraction(impl, record, options.rates);
+    finish_record(impl, plan.measure, options, record);  // repro; the GPU's clocks after a GPU case
     summary.count(record);
     ++summary.ran;
     if (jsonl) jsonl->write(record);

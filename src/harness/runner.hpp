@@ -38,6 +38,9 @@
 
 namespace faprobe {
 
+namespace gpu {
+class NvmlMonitor;
+}
 struct RunFiles;
 
 struct RunOptions {
@@ -51,6 +54,9 @@ struct RunOptions {
   // opens them itself.
   std::shared_ptr<RunFiles> files;
   nlohmann::json metadata;     // for the --json header
+  // The GPUs' clocks and throttle reasons over the run (cuda/runtime/nvml.hpp), sampled after each GPU case
+  // and written into the --json header (harness/provenance.hpp); null: not watched.
+  std::shared_ptr<gpu::NvmlMonitor> nvml;
   MachineRates rates;          // for time predictions and each record's bandwidth_fraction
   std::uint64_t mem_limit = 0;  // bytes per case; 0: the implementation's default_memory_limit()
   // Isolation (see the top of this file).

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 namespace faprobe {
 namespace {
@@ -83,6 +85,21 @@ std::vector<std::string> compiled_vector_extensions() {
 #if defined(__AVX512FP16__)
   add(true, "avx512fp16");
 #endif
+#if defined(__AVX512VNNI__)
+  add(true, "avx512vnni");
+#endif
+#if defined(__AVXVNNI__)
+  add(true, "avxvnni");
+#endif
+#if defined(__AMX_TILE__)
+  add(true, "amx-tile");
+#endif
+#if defined(__AMX_BF16__)
+  add(true, "amx-bf16");
+#endif
+#if defined(__AMX_INT8__)
+  add(true, "amx-int8");
+#endif
 #if defined(__ARM_NEON)
   add(true, "neon");
 #endif
@@ -108,14 +125,38 @@ std::string cpu_vector_isa() {
 
 }  // namespace
 
+std::vector<std::string> vector_extensions_from_cpu_flags(const std::string& flags) {
+  // (the kernel's name, the compiler's), in the order of compiled_vector_extensions.
+  static constexpr std::pair<const char*, const char*> kNames[] = {
+      {"sse2", "sse2"},              {"sse4_2", "sse4.2"},          {"avx", "avx"},
+      {"avx2", "avx2"},              {"fma", "fma"},                {"f16c", "f16c"},
+      {"avx512f", "avx512f"},        {"avx512bw", "avx512bw"},      {"avx512dq", "avx512dq"},
+      {"avx512vl", "avx512vl"},      {"avx512_bf16", "avx512bf16"}, {"avx512_fp16", "avx512fp16"},
+      {"avx512_vnni", "avx512vnni"}, {"avx_vnni", "avxvnni"},       {"amx_tile", "amx-tile"},
+      {"amx_bf16", "amx-bf16"},      {"amx_int8", "amx-int8"},      {"amx_fp16", "amx-fp16"},
+      {"asimd", "neon"},             {"sve", "sve"},                {"sve2", "sve2"}};
+  std::istringstream words(flags);
+  std::vector<std::string> present;
+  for (std::string word; words >> word;) present.push_back(word);
+  std::vector<std::string> extensions;
+  for (const auto& [kernel_name, name] : kNames) {
+    if (std::find(present.begin(), present.end(), kernel_name) != present.end()) extensions.emplace_back(name);
+  }
+  return extensions;
+}
+
 HostInfo host_info() {
   HostInfo info;
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      info.cpu_model = line.substr(line.find(':') + 2);
-      break;
+  bool have_flags = false;
+  while (std::getline(cpuinfo, line) && (info.cpu_model.empty() || !have_flags)) {
+    if (line.rfind("model name", 0) == 0 && info.cpu_model.empty()) info.cpu_model = line.substr(line.find(':') + 2);
+    // The first CPU's flags stand for all of them (Linux lists the same set for every core of a machine).
+    if (!have_flags && (line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0) &&
+        line.find(':') != std::string::npos) {
+      info.cpu_vector_extensions = vector_extensions_from_cpu_flags(line.substr(line.find(':') + 1));
+      have_flags = true;
     }
   }
   info.cores = int(std::thread::hardware_concurrency());
@@ -138,7 +179,8 @@ void to_json(nlohmann::json& out, const HostInfo& info) {
                        {"march", info.march},
                        {"vector_isa", info.vector_isa},
                        {"vector_extensions", info.vector_extensions},
-                       {"cpu_vector_isa", info.cpu_vector_isa}};
+                       {"cpu_vector_isa", info.cpu_vector_isa},
+                       {"cpu_vector_extensions", info.cpu_vector_extensions}};
 }
 
 std::uint64_t default_host_memory_limit() {

@@ -20,7 +20,8 @@ void to_json(nlohmann::json& out, const DeviceInfo& info) {
                        {"memory_clock_mhz", info.memory_clock_mhz},
                        {"memory_bus_bits", info.memory_bus_bits},
                        {"driver_version", info.driver_version},
-                       {"runtime_version", info.runtime_version}};
+                       {"runtime_version", info.runtime_version},
+                       {"pci_bus_id", info.pci_bus_id}};
 }
 
 }  // namespace faprobe::gpu

@@ -130,6 +130,13 @@ DeviceInfo query_device(int index) {
   info.memory_clock_mhz = device_attribute(cudaDevAttrMemoryClockRate, index) / 1000;
   FAPROBE_CUDA_CHECK(cudaDriverGetVersion(&info.driver_version));
   FAPROBE_CUDA_CHECK(cudaRuntimeGetVersion(&info.runtime_version));
+  // Only for finding the device in NVML (nvml.hpp): a device without one is still a device.
+  char pci_bus_id[32] = {};  // "domain:bus:device.function", 13 characters
+  if (cudaDeviceGetPCIBusId(pci_bus_id, int(sizeof(pci_bus_id)), index) == cudaSuccess) {
+    info.pci_bus_id = pci_bus_id;
+  } else {
+    (void)cudaGetLastError();
+  }
   // No free-memory reading here: cudaMemGetInfo would create a context, and `list` or a sweep's parent
   // process (which only runs isolated children on the GPU) must not hold one. default_memory_limit()
   // reads free memory in the process that allocates.

@@ -2,7 +2,8 @@
 // gpu.cpp, so the rest of the program compiles with or without the toolkit). Built only with
 // FAPROBE_ENABLE_CUDA; a CPU-only build compiles gpu_stub.cpp instead, which reports no device.
 //
-// - Devices: name, compute capability, SMs, memory, L2, for `faprobe list` and the --json header.
+// - Devices: name, compute capability, SMs, memory, L2, driver and runtime versions, PCI bus id, for `faprobe
+//   list` and the --json header (what NVML says about their clocks during a run: nvml.hpp).
 // - Every CUDA runtime, driver and cuBLAS call and every launch is checked; a failure throws CudaError with
 //   the call, the error name and text, and file:line.
 // - Memory: one dedicated stream-ordered pool (cudaMemPool) on device 0 with an unlimited release
@@ -43,8 +44,9 @@ struct DeviceInfo {
   int clock_mhz = 0;                  // SM clock (cudaDevAttrClockRate)
   int memory_clock_mhz = 0;
   int memory_bus_bits = 0;
-  int driver_version = 0;             // e.g. 13000
-  int runtime_version = 0;
+  int driver_version = 0;             // e.g. 13000 (cudaDriverGetVersion)
+  int runtime_version = 0;            // cudaRuntimeGetVersion
+  std::string pci_bus_id;             // "0000:01:00.0" (cudaDeviceGetPCIBusId): how NVML finds this device
   std::string compute_capability() const;  // "9.0"
 };
 void to_json(nlohmann::json& out, const DeviceInfo& info);
