@@ -138,11 +138,18 @@ TEST_F(CliCompare, ReportRebuildsEveryFormat) {
   EXPECT_EQ(after["host"], before["host"]);
   EXPECT_TRUE(after.contains("report"));
   // Merged shards: two files with different cases make one report.
-  const Result run = faprobe("sweep --config tiny.json --seq 128 --out more.jsonl");
+  const Result run = faprobe("sweep --config tiny.json --seq 128 --out more.jsonl --json more.json");
   ASSERT_EQ(run.status, 0) << run.err;
   const Result merged = faprobe("report base.jsonl more.jsonl --json -");
   ASSERT_EQ(merged.status, 0) << merged.err;
-  EXPECT_EQ(nlohmann::json::parse(merged.out)["records"].size(), 6u);
+  const nlohmann::json shards = nlohmann::json::parse(merged.out);
+  EXPECT_EQ(shards["records"].size(), 6u);
+  EXPECT_FALSE(shards.contains("host"));  // a JSONL does not say where it ran
+  EXPECT_EQ(shards["report"]["sources"].size(), 2u);
+  // Two documents of this machine: its host at the top, though each run read its free memory anew.
+  const Result documents = faprobe("report base.json more.json --json -");
+  ASSERT_EQ(documents.status, 0) << documents.err;
+  EXPECT_EQ(nlohmann::json::parse(documents.out)["host"]["cpu_model"], before["host"]["cpu_model"]);
   // The exit status is the runs': a mismatch in the records is 1.
   edited("broken.jsonl", [](nlohmann::json& r) { r["status"] = "mismatch"; });
   EXPECT_EQ(faprobe("report broken.jsonl").status, 1);

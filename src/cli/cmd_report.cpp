@@ -5,8 +5,8 @@
 //
 // The --json document keeps where its records came from: with one input that was itself a --json document,
 // its metadata (host, devices, rates, command) is kept as it was; with several, each input document's
-// metadata goes under "sources", and the top level says only what the inputs agree on (host and devices, when
-// every input is a document with the same ones).
+// metadata goes under "sources", and the top level says only what the inputs agree on (host and devices, the
+// first input's, when every input is a document from the same CPU model and the same devices by name).
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -53,13 +53,19 @@ nlohmann::json report_metadata(const RecordSet& set) {
     return metadata;
   }
   nlohmann::json metadata{{"schema", kSchema}, {"version", FAPROBE_VERSION}, {"report", report}};
+  // The inputs agree when each is a document from the same CPU model and the same devices (by name): the
+  // per-run readings in them (available memory, clocks) differ from run to run and do not count.
+  auto identity = [](const ResultFile& file) {
+    nlohmann::json names = nlohmann::json::array();
+    for (const nlohmann::json& device : file.metadata.value("devices", nlohmann::json::array()))
+      names.push_back(device.is_object() ? device.value("name", nlohmann::json()) : nlohmann::json());
+    const nlohmann::json host = file.metadata.value("host", nlohmann::json::object());
+    return nlohmann::json{host.is_object() ? host.value("cpu_model", nlohmann::json()) : nlohmann::json(), names};
+  };
   const ResultFile& first = set.files.front();
   bool agree = true;
-  for (const ResultFile& file : set.files) {
-    agree = agree && file.document && file.metadata.value("host", nlohmann::json()) == first.metadata.value("host", nlohmann::json()) &&
-            file.metadata.value("devices", nlohmann::json()) == first.metadata.value("devices", nlohmann::json());
-  }
-  if (agree) {
+  for (const ResultFile& file : set.files) agree = agree && file.document && identity(file) == identity(first);
+  if (agree) {  // the first input's, as the machine the records share
     metadata["host"] = first.metadata.value("host", nlohmann::json());
     metadata["devices"] = first.metadata.value("devices", nlohmann::json());
   }
