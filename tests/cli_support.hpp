@@ -52,6 +52,19 @@ class Cli : public test_support::TempDirTest {
     return result;
   }
 
+  // Starts `faprobe ARGS` in the test's directory without waiting for it (stdout and stderr to /dev/null);
+  // returns its pid, for a test that signals it.
+  pid_t start_in_background(const std::string& args) const {
+    const pid_t child = fork();
+    if (child == 0) {
+      if (chdir(directory_.c_str()) != 0) _exit(99);
+      if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(99);
+      execl("/bin/sh", "sh", "-c", ("exec '" FAPROBE_BINARY "' " + args).c_str(), static_cast<char*>(nullptr));
+      _exit(98);
+    }
+    return child;
+  }
+
   fs::path write(const std::string& name, const std::string& text) const {
     std::ofstream(path(name)) << text;
     return path(name);

@@ -359,14 +359,8 @@ TEST_F(Cli, DefaultVerifyRunsTheCiMatrixAndPasses) {
 TEST_F(Cli, InterruptedSweepKeepsFinishedRecordsAndResumeDoesNotRedoThem) {
   const std::string args = "sweep --impl cpu.naive,cpu.tiled --seq 32..2048 --heads 2 --head-dim 16 "
                            "--min-samples 1 --min-time 0.3 --max-noise 0 --max-time 1 --out r.jsonl";
-  const pid_t child = fork();
+  const pid_t child = start_in_background(args);
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (chdir(directory_.c_str()) != 0) _exit(99);
-    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(99);
-    execl("/bin/sh", "sh", "-c", ("exec '" FAPROBE_BINARY "' " + args).c_str(), static_cast<char*>(nullptr));
-    _exit(98);
-  }
   // Wait for three finished records, then interrupt as Ctrl-C would.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   std::size_t finished = 0;
@@ -420,13 +414,8 @@ TEST_F(Cli, AnIsolatedChildRefusesAnImpossibleJob) {
 
 // Ctrl-C answers at once in calibrate (ten minutes asked for), as it does in a sweep.
 TEST_F(Cli, CalibrateAnswersCtrlCAtOnce) {
-  const pid_t child = fork();
+  const pid_t child = start_in_background("calibrate --time 600");
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(99);
-    execl(FAPROBE_BINARY, FAPROBE_BINARY, "calibrate", "--time", "600", static_cast<char*>(nullptr));
-    _exit(98);
-  }
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const auto interrupted_at = std::chrono::steady_clock::now();
   kill(child, SIGINT);
@@ -632,14 +621,8 @@ TEST_F(Cli, AnInterleavedCaseThatThrowsFailsAloneAndAnInterruptedOneIsNotRecorde
   fs::remove(path("r.jsonl"));
   const std::string args = "sweep --interleave --impl cpu.naive,cpu.tiled --seq 32..256 --heads 2 --head-dim 16 "
                            "--min-samples 1 --min-time 0.3 --max-noise 0 --max-time 0.5 --out r.jsonl";
-  const pid_t child = fork();
+  const pid_t child = start_in_background(args);
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (chdir(directory_.c_str()) != 0) _exit(99);
-    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(99);
-    execl("/bin/sh", "sh", "-c", ("exec '" FAPROBE_BINARY "' " + args).c_str(), static_cast<char*>(nullptr));
-    _exit(98);
-  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline && read_file(path("r.jsonl")).empty())
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

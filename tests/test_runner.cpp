@@ -456,13 +456,19 @@ Case small_case(std::int64_t seq_q, std::int64_t seq_k, Mode mode = Mode::prefil
   return c;
 }
 
-TEST(RunnerPoison, TheCheckedRunAloneIsPoisonedAndItsOutputsAreReadAfterIt) {
-  const Case c = small_case(40, 17);
+// One warm-up run and three samples, whatever their noise.
+MeasureSettings three_samples() {
   MeasureSettings measure;
   measure.warmup = 1;
   measure.min_samples = 3;
   measure.min_time_s = 0;
   measure.max_noise_percent = 100;
+  return measure;
+}
+
+TEST(RunnerPoison, TheCheckedRunAloneIsPoisonedAndItsOutputsAreReadAfterIt) {
+  const Case c = small_case(40, 17);
+  MeasureSettings measure = three_samples();
   std::vector<std::string> log;
   const Record record = run_one(Logged(*find_implementation("cpu.tiled"), log), c, measure, RunOptions{});
   ASSERT_EQ(record.status, Status::ok) << record.reason;
@@ -485,11 +491,7 @@ TEST(RunnerPoison, TheCheckedRunAloneIsPoisonedAndItsOutputsAreReadAfterIt) {
 // --interleave checks each implementation's first run the same way: poisoned once, before it.
 TEST(RunnerPoison, InterleavedCheckedRunsArePoisonedToo) {
   const Case c = small_case(40, 17);
-  MeasureSettings measure;
-  measure.warmup = 1;
-  measure.min_samples = 3;
-  measure.min_time_s = 0;
-  measure.max_noise_percent = 100;
+  MeasureSettings measure = three_samples();
   std::vector<std::string> tiled_log, naive_log;
   const Logged tiled(*find_implementation("cpu.tiled"), tiled_log), naive(*find_implementation("cpu.naive"), naive_log);
   const std::vector<Record> records = run_interleaved({&tiled, &naive}, c, measure, RunOptions{});

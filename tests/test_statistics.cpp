@@ -66,6 +66,14 @@ TEST(Statistics, Median) {
   EXPECT_EQ(median({}), 0.0);
 }
 
+TEST(Statistics, BlockMediansAndSpread) {
+  EXPECT_EQ(block_medians({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 5), (std::vector<double>{1.5, 3.5, 5.5, 7.5, 9.5}));
+  EXPECT_EQ(block_medians({3, 1, 2}, 10), (std::vector<double>{3, 1, 2}));  // fewer values than blocks
+  EXPECT_EQ(block_medians({1, 2, 3, 4, 5, 6, 7}, 2), (std::vector<double>{2, 5.5}));  // 3 and 4 values
+  EXPECT_DOUBLE_EQ(relative_iqr({1, 2, 3, 4, 5}), (4.0 - 2.0) / 3.0);
+  EXPECT_EQ(relative_iqr({}), 0.0);
+}
+
 TEST(Statistics, BootstrapIntervalHoldsTheRatio) {
   std::vector<double> base, slower;
   for (int i = 0; i < 101; ++i) {

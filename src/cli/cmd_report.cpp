@@ -7,8 +7,6 @@
 // its metadata (host, devices, rates, command) is kept as it was; with several, each input document's
 // metadata goes under "sources", and the top level says only what the inputs agree on (host and devices, the
 // first input's, when every input is a document from the same CPU model and the same devices by name).
-#include <chrono>
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -30,15 +28,6 @@ struct ReportOptions {
   std::string json, csv, md;
 };
 
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return stamp;
-}
-
 nlohmann::json report_metadata(const RecordSet& set) {
   nlohmann::json sources = nlohmann::json::array();
   for (const ResultFile& file : set.files) {
@@ -46,7 +35,7 @@ nlohmann::json report_metadata(const RecordSet& set) {
                        {"format", file.document ? "json" : "jsonl"},
                        {"metadata", file.document ? file.metadata : nlohmann::json()}});
   }
-  const nlohmann::json report{{"command", command_line()}, {"time", utc_now()}, {"sources", sources}};
+  const nlohmann::json report{{"command", command_line()}, {"time", utc_time_now()}, {"sources", sources}};
   if (set.files.size() == 1 && set.files.front().document) {
     nlohmann::json metadata = set.files.front().metadata;
     metadata["report"] = {{"command", report["command"]}, {"time", report["time"]}};

@@ -146,12 +146,17 @@ void narrow_to_this_machine(Plan& plan, bool verify) {
                    plan.impls.end());
 }
 
-nlohmann::json run_metadata(const nlohmann::json& rates) {
+std::string utc_time_now() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm utc{};
   gmtime_r(&now, &utc);
   char stamp[32];
   std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return stamp;
+}
+
+nlohmann::json run_metadata(const nlohmann::json& rates) {
+  const std::string stamp = utc_time_now();
   const DeviceScan scan = scan_devices();
   nlohmann::json metadata{{"schema", "faprobe/1"},
                           {"version", FAPROBE_VERSION},

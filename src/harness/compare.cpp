@@ -15,7 +15,8 @@
 namespace faprobe {
 namespace {
 
-constexpr int kBootstrapResamples = 1000;  // at 10,000 samples a side, about 0.1 s per pair
+constexpr int kBootstrapResamples = 1000;
+constexpr std::size_t kBlocks = 10;  // the test's and the interval's units: medians of 10 runs of samples
 constexpr double kCheckGrowth = 2.0;       // a tolerance or max_abs_diff that more than doubled
 constexpr double kDiffFloor = 0.01;        // of the tolerance: a max_abs_diff below it is never a finding
 
@@ -35,15 +36,18 @@ TimeComparison compare_times(const Record& base, const Record& next, const Compa
     const std::vector<double>& b = next.time->samples_s;
     time.base_samples = a.size();
     time.new_samples = b.size();
-    time.p = mann_whitney_u(b, a).p;
-    if (median(a) > 0) {
-      const RatioInterval interval = median_ratio_interval(a, b, 1 - settings.alpha, kBootstrapResamples);
+    const std::vector<double> base_blocks = block_medians(a, kBlocks), new_blocks = block_medians(b, kBlocks);
+    time.p = mann_whitney_u(new_blocks, base_blocks).p;
+    if (median(base_blocks) > 0) {
+      const RatioInterval interval =
+          median_ratio_interval(base_blocks, new_blocks, 1 - settings.alpha, kBootstrapResamples);
       time.low = interval.low;
       time.high = interval.high;
     }
+    time.noise = std::max(relative_iqr(a), relative_iqr(b));
     if (!beyond) {
       time.verdict = Verdict::same;
-    } else if (*time.p >= settings.alpha) {
+    } else if (*time.p >= settings.alpha || std::abs(time.ratio - 1) <= *time.noise) {
       time.verdict = Verdict::noise;
     } else {
       time.verdict = time.ratio > 1 ? Verdict::slower : Verdict::faster;
@@ -380,6 +384,7 @@ nlohmann::json compare_json(const Comparison& c) {
                      {"base_samples", t.base_samples}, {"new_samples", t.new_samples},
                      {"ratio", t.ratio},               {"ratio_low", optional(t.low)},
                      {"ratio_high", optional(t.high)}, {"p", optional(t.p)},
+                     {"noise", optional(t.noise)},
                      {"verdict", to_string(t.verdict)}};
     } else {
       out["time"] = nullptr;

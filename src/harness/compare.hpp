@@ -7,11 +7,15 @@
 // Within one run (--baseline-impl NAME): every other implementation's record against NAME's on the same case
 // and device. Records without a partner are listed, never dropped.
 //
-// Time. Per pair with a timed record on both sides: ratio = median(NEW) / median(BASE), its (1 − alpha)
-// bootstrap interval, and the two-sided Mann–Whitney p-value on the raw samples (statistics.hpp). The verdict:
-//   slower / faster  the ratio is beyond 1 ± threshold AND p < alpha: a change that is large enough to matter
-//                    and that the samples show;
-//   noise            beyond the threshold, but p ≥ alpha: within what the samples' spread can produce;
+// Time. Per pair with a timed record on both sides: ratio = median(NEW) / median(BASE) of the raw samples; the
+// samples of each side cut into 10 consecutive blocks (statistics.hpp's block_medians: samples taken one after
+// another are not independent, and a test on 10,000 of them calls any drift significant); the two-sided
+// Mann–Whitney p-value on the block medians and the (1 − alpha) bootstrap interval of their ratio; and the
+// measured noise, the larger relative interquartile range of the two sides' samples. The verdict:
+//   slower / faster  the ratio is beyond 1 ± threshold, p < alpha AND the change is larger than the noise: a
+//                    change large enough to matter, that the blocks show, and that single samples do not
+//                    already spread over;
+//   noise            beyond the threshold, but not significant or within the noise;
 //   same             within the threshold;
 //   untested         a side has no raw samples (records written before faprobe kept them): the ratio is shown,
 //                    nothing is judged.
@@ -51,7 +55,8 @@ struct TimeComparison {
   std::size_t base_samples = 0, new_samples = 0;  // raw samples the test used
   double ratio = 0;                  // new_median / base_median
   std::optional<double> low, high;   // the ratio's (1 − alpha) interval, with raw samples on both sides
-  std::optional<double> p;           // Mann–Whitney two-sided p-value, likewise
+  std::optional<double> p;           // Mann–Whitney two-sided p-value on the block medians, likewise
+  std::optional<double> noise;       // max of the two sides' (q3 − q1) / median, likewise
   Verdict verdict = Verdict::untested;
 };
 

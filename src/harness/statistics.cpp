@@ -95,6 +95,29 @@ double median(std::vector<double> values) {
   return (lower + upper) / 2;
 }
 
+double relative_iqr(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  auto at = [&](double q) {
+    const double position = q * double(values.size() - 1);
+    const auto below = std::size_t(position);
+    const std::size_t above = std::min(below + 1, values.size() - 1);
+    return values[below] + (values[above] - values[below]) * (position - double(below));
+  };
+  const double middle = at(0.5);
+  return middle > 0 ? (at(0.75) - at(0.25)) / middle : 0;
+}
+
+std::vector<double> block_medians(const std::vector<double>& values, std::size_t blocks) {
+  const std::size_t n = values.size(), count = std::min(blocks, n);
+  std::vector<double> medians;
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto begin = values.begin() + std::ptrdiff_t(i * n / count), end = values.begin() + std::ptrdiff_t((i + 1) * n / count);
+    medians.push_back(median(std::vector<double>(begin, end)));
+  }
+  return medians;
+}
+
 RatioInterval median_ratio_interval(const std::vector<double>& base, const std::vector<double>& next,
                                     double confidence, int resamples, std::uint64_t seed) {
   if (base.empty() || next.empty() || resamples < 1 || !(confidence > 0 && confidence < 1)) {

@@ -32,6 +32,15 @@ RankTest mann_whitney_u(const std::vector<double>& x, const std::vector<double>&
 
 double median(std::vector<double> values);  // the mean of the two middle values for an even count; 0 if empty
 
+// (q3 − q1) / median of `values` (quartiles by linear interpolation): the spread of single samples; 0 if empty.
+double relative_iqr(std::vector<double> values);
+
+// The medians of `blocks` consecutive, equal (±1) runs of `values` in their order, or of each value when there
+// are fewer. Samples taken one after another are not independent draws (a machine's load and clocks drift
+// through a run), so a test on every raw sample reports p = 1e-100 for a drift no one could reproduce; block
+// medians turn that drift into the spread the test sees.
+std::vector<double> block_medians(const std::vector<double>& values, std::size_t blocks);
+
 struct RatioInterval {
   double ratio = 0;        // median(next) / median(base)
   double low = 0, high = 0;  // the central `confidence` interval of the bootstrapped ratio
