@@ -14,14 +14,14 @@
 namespace faprobe {
 namespace {
 
-constexpr const char* kTiny = R"({"impl": "cpu.naive,cpu.tiled", "seq": "17,64", "heads": 2, "head_dim": 16,
+constexpr const char* kCompareConfig = R"({"impl": "cpu.naive,cpu.tiled", "seq": "17,64", "heads": 2, "head_dim": 16,
   "mask": "causal", "min_samples": 12, "min_time": 0, "max_noise": 100, "max_time": 1, "warmup": 0})";
 
 class CliCompare : public Cli {
  protected:
   void SetUp() override {
     Cli::SetUp();
-    write("tiny.json", kTiny);
+    write("tiny.json", kCompareConfig);
     const Result run = faprobe("sweep --config tiny.json --out base.jsonl --json base.json --csv base.csv --md base.md");
     ASSERT_EQ(run.status, 0) << run.err;
   }

@@ -20,7 +20,7 @@ constexpr std::size_t kBlocks = 10;  // the test's and the interval's units: med
 constexpr double kCheckGrowth = 2.0;       // a tolerance or max_abs_diff that more than doubled
 constexpr double kDiffFloor = 0.01;        // of the tolerance: a max_abs_diff below it is never a finding
 
-std::string number(double value) { return fmt::format("{:.3g}", value); }
+std::string three_digits(double value) { return fmt::format("{:.3g}", value); }
 
 bool has_samples(const Record& record) { return record.time && !record.time->samples_s.empty(); }
 
@@ -78,21 +78,21 @@ std::vector<CheckChange> compare_checks(const Record& base, const Record& next) 
   if (before && !after && next.status == Status::ok) changes.push_back({"verified → not checked", true});
   if (before && after) {
     if (after->tolerance > kCheckGrowth * before->tolerance) {
-      changes.push_back({fmt::format("tolerance {} → {} ({:.1f}×)", number(before->tolerance), number(after->tolerance),
+      changes.push_back({fmt::format("tolerance {} → {} ({:.1f}×)", three_digits(before->tolerance), three_digits(after->tolerance),
                                      after->tolerance / before->tolerance),
                          true});
     }
     auto grew = [&](const char* what, double was, double is, double tolerance) {
       if (!(is > kCheckGrowth * was && is > kDiffFloor * tolerance)) return;
       const std::string growth = was > 0 ? fmt::format("{:.1f}×", is / was) : "from 0";
-      changes.push_back({fmt::format("{} {} → {} ({})", what, number(was), number(is), growth), true});
+      changes.push_back({fmt::format("{} {} → {} ({})", what, three_digits(was), three_digits(is), growth), true});
     };
     grew("max_abs_diff", before->max_abs_diff, after->max_abs_diff, after->tolerance);
     if (before->lse_checked && !after->lse_checked) changes.push_back({"LSE checked → not checked", true});
     if (before->lse_checked && after->lse_checked) {
       if (after->lse_tolerance > kCheckGrowth * before->lse_tolerance) {
-        changes.push_back({fmt::format("LSE tolerance {} → {} ({:.1f}×)", number(before->lse_tolerance),
-                                       number(after->lse_tolerance), after->lse_tolerance / before->lse_tolerance),
+        changes.push_back({fmt::format("LSE tolerance {} → {} ({:.1f}×)", three_digits(before->lse_tolerance),
+                                       three_digits(after->lse_tolerance), after->lse_tolerance / before->lse_tolerance),
                            true});
       }
       grew("LSE max_abs_diff", before->lse_max_abs_diff, after->lse_max_abs_diff, after->lse_tolerance);

@@ -11,13 +11,6 @@
 namespace faprobe {
 namespace {
 
-constexpr std::size_t kMaxErrorText = 200;  // of a parser's message, which quotes what it read
-
-std::string shortened(std::string text) {
-  if (text.size() > kMaxErrorText) text = text.substr(0, kMaxErrorText) + "...";
-  return text;
-}
-
 // The text as a --json document, or null when it is not one (then it is read as JSONL). A document is one
 // JSON object holding "records"; a JSONL of one record is one JSON object too, but without "records".
 nlohmann::json as_document(const std::string& text) {
@@ -63,7 +56,7 @@ ResultFile read_result_file(const std::string& path, std::string_view what) {
       record = value.get<Record>();
       record.c.validate();
     } catch (const std::exception& error) {
-      throw UsageError(fmt::format("{}: record {}: not a faprobe record: {}", prefix, index, shortened(error.what())));
+      throw UsageError(fmt::format("{}: record {}: not a faprobe record: {}", prefix, index, shortened_error(error.what())));
     }
     file.records.push_back(std::move(record));
   }

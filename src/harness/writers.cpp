@@ -19,12 +19,6 @@ std::string dump(const nlohmann::json& value, int indent = -1) {
   return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-constexpr std::size_t kMaxErrorText = 200;  // of a parser's message, which quotes what it read
-
-std::string shortened(std::string text) {
-  if (text.size() > kMaxErrorText) text = text.substr(0, kMaxErrorText) + "...";
-  return text;
-}
 
 std::string number(double value) { return fmt::format("{:.6g}", value); }
 std::string optional_number(const std::optional<double>& value) { return value ? number(*value) : ""; }
@@ -37,6 +31,12 @@ std::string csv_escape(const std::string& field) {
 }
 
 }  // namespace
+
+std::string shortened_error(std::string text) {
+  constexpr std::size_t kMaxErrorText = 200;  // of a parser's message, which quotes what it read
+  if (text.size() > kMaxErrorText) text = text.substr(0, kMaxErrorText) + "...";
+  return text;
+}
 
 int json_nesting_depth(std::string_view text) {
   int depth = 0, deepest = 0;
@@ -108,13 +108,13 @@ ResumeFile parse_resume_jsonl(std::string_view bytes, const std::string& path) {
                                    line.size());
         return file;
       }
-      throw UsageError(fmt::format("{}: not a faprobe record: {}", where, shortened(error.what())));
+      throw UsageError(fmt::format("{}: not a faprobe record: {}", where, shortened_error(error.what())));
     }
     Record record;
     try {
       record = value.get<Record>();
     } catch (const std::exception& error) {
-      throw UsageError(fmt::format("{}: not a faprobe record: {}", where, shortened(error.what())));
+      throw UsageError(fmt::format("{}: not a faprobe record: {}", where, shortened_error(error.what())));
     }
     try {
       record.c.validate();  // a resumed case is input like any other

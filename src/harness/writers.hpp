@@ -55,7 +55,9 @@ ResumeFile parse_resume_jsonl(std::string_view bytes, const std::string& path);
 // stack, done before parsing what faprobe reads back (copying and printing nlohmann values recurse once per
 // level).
 int json_nesting_depth(std::string_view text);
-inline constexpr int kMaxRecordDepth = 64;  // a record nests 3 levels, its details a few more
+inline constexpr int kMaxRecordDepth = 64;
+// A parser's message cut to 200 characters (it quotes what it read), for one-line errors.
+std::string shortened_error(std::string text);  // a record nests 3 levels, its details a few more
 
 // The largest JSONL read back (about a million records).
 inline constexpr std::uint64_t kMaxJsonlBytes = std::uint64_t(1) << 30;
