@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -63,6 +64,15 @@ class Cli : public test_support::TempDirTest {
       _exit(98);
     }
     return child;
+  }
+
+  // Ctrl-C to a process start_in_background started, and its exit status once it has ended (-1: killed by a
+  // signal).
+  static int interrupt_and_wait(pid_t child) {
+    kill(child, SIGINT);
+    int raw = 0;
+    waitpid(child, &raw, 0);
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   }
 
   fs::path write(const std::string& name, const std::string& text) const {

@@ -372,11 +372,7 @@ TEST_F(Cli, InterruptedSweepKeepsFinishedRecordsAndResumeDoesNotRedoThem) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_GE(finished, 3u);
-  kill(child, SIGINT);
-  int raw = 0;
-  waitpid(child, &raw, 0);
-  ASSERT_TRUE(WIFEXITED(raw));
-  EXPECT_EQ(WEXITSTATUS(raw), 130);
+  EXPECT_EQ(interrupt_and_wait(child), 130);
   const auto before = read_jsonl(path("r.jsonl").string());
   ASSERT_GE(before.size(), 3u);
   ASSERT_LT(before.size(), 14u) << "the sweep finished before it was interrupted";
@@ -627,11 +623,7 @@ TEST_F(Cli, AnInterleavedCaseThatThrowsFailsAloneAndAnInterruptedOneIsNotRecorde
   while (std::chrono::steady_clock::now() < deadline && read_file(path("r.jsonl")).empty())
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // into the second case's rounds
-  kill(child, SIGINT);
-  int raw = 0;
-  waitpid(child, &raw, 0);
-  ASSERT_TRUE(WIFEXITED(raw));
-  EXPECT_EQ(WEXITSTATUS(raw), 130);
+  EXPECT_EQ(interrupt_and_wait(child), 130);
   const auto before = read_jsonl(path("r.jsonl").string());
   ASSERT_GE(before.size(), 2u);
   ASSERT_LT(before.size(), 8u) << "the sweep finished before it was interrupted";
