@@ -52,6 +52,21 @@ TEST(Range, ErrorsNameTheFlagAndTheProblem) {
   expect_error("102192:+1024'4..8192:+1024", "is not a range");
 }
 
+// An axis that admits 0 (--seed) once hung on '0..59': 0 doubled is 0, and the range never ended.
+TEST(Range, AGeometricRangeFromZeroIsRefusedAndAnArithmeticOneWorks) {
+  EXPECT_EQ(parse_integer_sequence("0..3:+1", "--seed", 0, 100, false), (Values{0, 1, 2, 3}));
+  for (const std::string text : {"0..59", "0..59:*4"}) {
+    try {
+      parse_integer_sequence(text, "--seed", 0, 100, false);
+      FAIL() << "'" << text << "' was accepted";
+    } catch (const UsageError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("--seed: range '" + text + "' starts at 0"), std::string::npos) << message;
+      EXPECT_NE(message.find("'0..59:+1'"), std::string::npos) << message;
+    }
+  }
+}
+
 TEST(Range, SizesAndNumbers) {
   EXPECT_EQ(parse_size("20GiB", "--mem-limit"), 20ull << 30);
   EXPECT_EQ(parse_size("512MB", "--mem-limit"), 512000000ull);

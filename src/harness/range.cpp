@@ -129,6 +129,11 @@ std::vector<std::int64_t> parse_integer_sequence(std::string_view text, std::str
       geometric = step_text.front() == '*';
       step = parse_integer(step_text.substr(1), what, geometric ? 2 : 1, max_value);
     }
+    if (geometric && start == 0) {  // 0, 0, 0, ...: a geometric range never leaves 0
+      throw UsageError(fmt::format("{}: range '{}' starts at 0, and a geometric range (*FACTOR, the default) "
+                                   "never leaves 0; give a step ('{}:+1') or start at 1",
+                                   what, item, bounds));
+    }
     if (!geometric) check_count(std::uint64_t(end - start) / std::uint64_t(step) + 1, item);
     for (std::int64_t value = start; value <= end;) {
       append(value);
