@@ -237,17 +237,6 @@ AttentionArgs KernelImplementation::attention_args(const Case& c, const KernelTe
   return args;
 }
 
-std::uint64_t KernelImplementation::tensor_bytes(const Case& c) const {
-  const std::uint64_t output_bytes =  // O, and the LSE beside it
-      dtype_bytes(output_dtype(c.dtype)) * std::uint64_t(c.q_elements()) + (writes_lse() ? lse_bytes(c) : 0);
-  if (!c.paged() && !c.varlen()) {
-    return dtype_bytes(c.dtype) * std::uint64_t(c.q_elements() + 2 * c.kv_elements()) + output_bytes;
-  }
-  // K and V as stored (a page pool's padding included), plus the layout's int32 offsets and block table.
-  const KvLayout layout = make_kv_layout(c);
-  const std::uint64_t kv_storage = std::uint64_t(layout.rows * c.kv_heads * c.head_dim);
-  return dtype_bytes(c.dtype) * (std::uint64_t(c.q_elements()) + 2 * kv_storage) + output_bytes +
-         sizeof(std::int32_t) * (layout.seq_starts.size() + layout.block_table.size());
-}
+std::uint64_t KernelImplementation::tensor_bytes(const Case& c) const { return stored_tensor_bytes(c, writes_lse()); }
 
 }  // namespace faprobe::cuda

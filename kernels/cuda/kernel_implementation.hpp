@@ -74,7 +74,7 @@ class KernelImplementation : public Implementation {
  public:
   explicit KernelImplementation(Target target) : target_(target) {}
 
-  std::string name() const final;    // "cuda.<kernel>" or "emu.<kernel>"
+  std::string name() const override;  // "cuda.<kernel>" or "emu.<kernel>" (a plugin's: "plugin.<name>")
   std::string device() const final;  // the GPU's name (or "cuda (no device)"), or "emulated sm_90a"
   bool timed() const final { return target_ == Target::gpu; }
   bool runs_on_gpu() const final { return target_ == Target::gpu; }

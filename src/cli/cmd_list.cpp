@@ -26,6 +26,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "harness/plugins.hpp"
 #include "harness/range.hpp"
 #include "harness/registry.hpp"
 #include "model/host_info.hpp"
@@ -151,6 +152,7 @@ std::vector<std::string> distinct_reasons(const std::vector<Probe>& probes) {
 void print_block(const Implementation& impl, const std::vector<Probe>& probes) {
   std::string traits = impl.timed() ? "timed" : "checked, not timed";
   if (impl.isolate_by_default()) traits += ", isolated by default";
+  if (const LoadedPlugin* plugin = plugin_of(impl.name())) traits += ", from " + plugin->path;
   fmt::print("{} ({}; {})\n", impl.name(), impl.device(), traits);
 
   const std::vector<std::string> reasons = distinct_reasons(probes);
@@ -205,6 +207,7 @@ int run_list(bool json) {
                                      {"batch", Case{}.batch},
                                      {"heads", Case{}.heads}}}};
   if (scan.devices.empty()) listing["no_device_reason"] = scan.no_device_reason;
+  if (!loaded_plugins().empty()) listing["plugins"] = plugins_metadata();
   std::vector<std::vector<Probe>> probes_of;
   for (const auto& impl : implementations()) {
     probes_of.push_back(probe(*impl));
@@ -213,6 +216,7 @@ int run_list(bool json) {
                          {"timed", impl->timed()},
                          {"isolate_by_default", impl->isolate_by_default()},
                          {"support", nlohmann::json::array()}};
+    if (const LoadedPlugin* plugin = plugin_of(impl->name())) entry["plugin"] = plugin->path;
     for (const Probe& p : probes_of.back()) {
       entry["support"].push_back({{"mode", to_string(p.c.mode)},
                                   {"dtype", to_string(p.c.dtype)},
@@ -253,9 +257,16 @@ int run_list(bool json) {
 
 void setup_list(CLI::App& app, int& exit_status) {
   auto json = std::make_shared<bool>(false);
+  auto plugins = std::make_shared<std::vector<std::string>>();
   CLI::App* sub = app.add_subcommand("list", "devices found, implementations, and what each supports (and why not)");
   sub->add_flag("--json", *json, "print JSON: the devices and every probe of the support table");
-  sub->callback([json, &exit_status] { exit_status = run_list(*json); });
+  add_plugin_option(*sub, *plugins);
+  sub->callback([json, plugins, &exit_status] {
+    SettingsSource source;
+    for (const std::string& library : *plugins) source.add_plugin({library, "--plugin"});
+    load_requested_plugins(source);
+    exit_status = run_list(*json);
+  });
 }
 
 }  // namespace faprobe::cli

@@ -12,6 +12,7 @@
 #include "cuda/runtime/gpu.hpp"
 #include "cuda/runtime/nvml.hpp"
 #include "harness/build_info.hpp"
+#include "harness/plugins.hpp"
 #include "model/errors.hpp"
 #include "model/host_info.hpp"
 
@@ -27,6 +28,7 @@ void add_value(CLI::App& app, SettingsOptions& settings, const std::string& key,
 
 void add_axis_options(CLI::App& app, SettingsOptions& settings) {
   app.add_option("--config", settings.config, "JSON file with the same keys as these flags (flags override it)");
+  add_plugin_option(app, settings.plugins);
   add_value(app, settings, "impl", "implementations, comma-separated (default: all; see `faprobe list`)");
   add_value(app, settings, "seq", "key/value length: 512..65536, 512..65536:*4, 1024..8192:+1024, 1,17,4097, 1k..64k");
   add_value(app, settings, "seq_q", "query length for prefill (default: same as --seq; decode is always 1)");
@@ -68,7 +70,7 @@ void add_execution_options(CLI::App& app, SettingsOptions& settings) {
   CLI::Option* isolate = app.add_flag(
       "--isolate", settings.isolate,
       "run every (implementation, case) in a child process: a crash or a hang costs one record "
-      "(default: on for cuda.*)");
+      "(default: on for cuda.* and plugin.*)");
   CLI::Option* no_isolate = app.add_flag("--no-isolate", settings.no_isolate, "run every case in this process");
   isolate->excludes(no_isolate);
   add_value(app, settings, "isolate_timeout",
@@ -83,6 +85,20 @@ void add_output_options(CLI::App& app, OutputOptions& output) {
   app.add_flag("--resume", output.resume, "skip the (implementation, case) pairs already in --out");
 }
 }  // namespace
+
+void add_plugin_option(CLI::App& app, std::vector<std::string>& plugins) {
+  app.add_option("--plugin", plugins,
+                 "shared library of attention implementations (include/faprobe/plugin.h), registered as "
+                 "plugin.<name>; repeatable; also FAPROBE_PLUGIN_PATH")
+      ->expected(1)
+      ->take_all();
+}
+
+void load_requested_plugins(const SettingsSource& source) {
+  std::vector<PluginRequest> requests = plugin_requests_from_environment();
+  requests.insert(requests.end(), source.plugins().begin(), source.plugins().end());
+  load_plugins(requests);
+}
 
 void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& output) {
   add_axis_options(app, settings);
@@ -114,6 +130,8 @@ SettingsSource settings_source(const SettingsOptions& settings, const char* defa
   if (settings.no_interleave) source.set("interleave", "false", "--no-interleave");
   if (settings.isolate) source.set("isolate", "true", "--isolate");
   if (settings.no_isolate) source.set("isolate", "false", "--no-isolate");
+  for (const std::string& library : settings.plugins) source.add_plugin({library, "--plugin"});
+  load_requested_plugins(source);
   return source;
 }
 
@@ -168,6 +186,7 @@ nlohmann::json run_metadata(const nlohmann::json& rates) {
                           {"devices", scan.devices},
                           {"rates", rates}};
   if (scan.devices.empty()) metadata["no_device_reason"] = scan.no_device_reason;
+  if (!loaded_plugins().empty()) metadata["plugins"] = plugins_metadata();
   return metadata;
 }
 
@@ -284,7 +303,7 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
                                  {"verify", plan.measure.verify},
                                  {"interleave", timing && plan.measure.interleave}};
   options.metadata["isolate"] = options.isolate ? nlohmann::json(*options.isolate)
-                                                : nlohmann::json("implementation default (cuda.*)");
+                                                : nlohmann::json("implementation default (cuda.*, plugin.*)");
   return options;
 }
 

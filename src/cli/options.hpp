@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -22,7 +23,14 @@ struct SettingsOptions {
   bool interleave = false, no_interleave = false;  // --interleave / --no-interleave (config key "interleave")
   bool isolate = false, no_isolate = false;  // --isolate / --no-isolate (config key "isolate")
   bool strict = false;                       // --strict: an unsupported pair is an error (exit 2)
+  std::vector<std::string> plugins;          // --plugin LIB.so, repeatable
 };
+
+// --plugin LIB.so (repeatable) on `app`, for subcommands without the case options (list).
+void add_plugin_option(CLI::App& app, std::vector<std::string>& plugins);
+// Loads the plugins of FAPROBE_PLUGIN_PATH, then those of `source` (a config's, then --plugin's), before
+// anything names an implementation; throws UsageError for a library that cannot be loaded (exit 2).
+void load_requested_plugins(const SettingsSource& source);
 
 struct OutputOptions {
   std::string out_jsonl, json, csv, md;
@@ -33,7 +41,8 @@ struct OutputOptions {
 // --no-isolate and --isolate-timeout.
 void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& output);
 
-// Config file (or the embedded default when neither a config nor an axis was given), then flags.
+// Config file (or the embedded default when neither a config nor an axis was given), then flags; the
+// plugins they and FAPROBE_PLUGIN_PATH name are loaded (load_requested_plugins).
 SettingsSource settings_source(const SettingsOptions& settings, const char* default_config,
                                const char* default_config_name);
 

@@ -1,6 +1,7 @@
 #include "harness/axes.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -30,7 +31,8 @@ const std::vector<std::string>& setting_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> all = axis_keys();
     for (const char* key : {"warmup", "min_samples", "max_noise", "min_time", "max_time", "mem_limit", "verify",
-                            "flush_l2", "threads", "interleave", "isolate", "isolate_timeout", "description"})
+                            "flush_l2", "threads", "interleave", "isolate", "isolate_timeout", "plugins",
+                            "description"})
       all.emplace_back(key);
     return all;
   }();
@@ -46,6 +48,7 @@ bool SettingsSource::has_any_axis() const {
 }
 
 void SettingsSource::load_config_file(const std::string& path) {
+  config_folder_ = std::filesystem::path(path).parent_path().string();
   load_config_text(read_text_file(path, "--config", kMaxConfigBytes), path);
 }
 
@@ -115,6 +118,19 @@ void SettingsSource::load_config_object(const nlohmann::json& config, const std:
     }
     if (key == "description") continue;
     const std::string where = fmt::format("--config {}: \"{}\"", origin, raw_key);
+    if (key == "plugins") {  // paths, not values of the range grammar: a path may hold a comma
+      if (nested) throw UsageError(fmt::format("{}: a part may only set axes, not plugins", where));
+      const nlohmann::json paths = value.is_string() ? nlohmann::json::array({value}) : value;
+      if (!paths.is_array() || paths.empty() ||
+          !std::all_of(paths.begin(), paths.end(), [](const nlohmann::json& item) { return item.is_string(); })) {
+        throw UsageError(fmt::format("{}: expected a library path or a non-empty array of them", where));
+      }
+      for (const nlohmann::json& item : paths) {
+        const std::filesystem::path library = item.get<std::string>();
+        add_plugin({(library.is_relative() ? std::filesystem::path(config_folder_) / library : library).string(), where});
+      }
+      continue;
+    }
     auto scalar_text = [&](const nlohmann::json& item) -> std::string {
       if (item.is_string()) return item.get<std::string>();
       if (item.is_number_integer() || item.is_number_unsigned()) return item.dump();

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/plugins.hpp"
 #include "model/case.hpp"
 #include "model/implementation.hpp"
 
@@ -30,6 +31,10 @@ class SettingsSource {
     std::string origin;  // "--seq" or "configs/x.json: \"seq\""
   };
   const std::map<std::string, Value>& values() const { return values_; }
+  // A config's "plugins" (paths resolved against the config file's folder), then each add_plugin (--plugin),
+  // in order; loaded by the CLI before the plan names any implementation (plugins.hpp).
+  const std::vector<PluginRequest>& plugins() const { return plugins_; }
+  void add_plugin(PluginRequest request) { plugins_.push_back(std::move(request)); }
   // A config's "parts": each an object of axis settings over the config's own, run one after the other
   // (see make_plan). Empty for a config without parts and for flags alone.
   const std::vector<SettingsSource>& parts() const { return parts_; }
@@ -39,6 +44,8 @@ class SettingsSource {
 
   std::map<std::string, Value> values_;
   std::vector<SettingsSource> parts_;
+  std::vector<PluginRequest> plugins_;
+  std::string config_folder_;  // of the config file being read: what its "plugins" are relative to
 };
 
 // Keys a config may hold, and the axis keys among them.

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "cuda/runtime/nvml.hpp"
+#include "harness/plugins.hpp"
 
 namespace faprobe {
 
@@ -22,6 +23,7 @@ std::string repro_command(const std::string& impl, const Case& c, const MeasureS
   std::string command = "faprobe run";
   auto flag = [&](const char* name, const std::string& value) { command += fmt::format(" {} {}", name, shell_quote(value)); };
   // The axes, in the order `faprobe run --help` lists them.
+  if (const LoadedPlugin* plugin = plugin_of(impl)) flag("--plugin", plugin->path);
   flag("--impl", impl);
   if (!c.varlen()) flag("--seq", std::to_string(c.seq_k));
   if (c.mode == Mode::prefill) flag("--seq-q", std::to_string(c.seq_q));

@@ -1,14 +1,19 @@
 #include "harness/registry.hpp"
 
+#include <fmt/format.h>
+
 #include "cpu/factories.hpp"
 #include "cuda/factories.hpp"
+#include "model/errors.hpp"
 
 namespace faprobe {
 
 // One line per implementation below; each factory lives in the implementation's own file.
 
-const std::vector<std::unique_ptr<Implementation>>& implementations() {
-  static const std::vector<std::unique_ptr<Implementation>> all = [] {
+namespace {
+
+std::vector<std::unique_ptr<Implementation>>& registered() {
+  static std::vector<std::unique_ptr<Implementation>> all = [] {
     std::vector<std::unique_ptr<Implementation>> list;
     list.push_back(cpu::make_naive());
     list.push_back(cpu::make_tiled());
@@ -29,6 +34,18 @@ const std::vector<std::unique_ptr<Implementation>>& implementations() {
     return list;
   }();
   return all;
+}
+
+}  // namespace
+
+const std::vector<std::unique_ptr<Implementation>>& implementations() { return registered(); }
+
+void register_implementation(std::unique_ptr<Implementation> impl, const std::string& origin) {
+  if (find_implementation(impl->name()) != nullptr) {
+    throw UsageError(fmt::format("{}: implementation {} is already registered (names must be unique among the "
+                                 "built-in implementations and every plugin loaded)", origin, impl->name()));
+  }
+  registered().push_back(std::move(impl));
 }
 
 const Implementation* find_implementation(const std::string& name) {

@@ -30,6 +30,7 @@
 
 #include "harness/interleave.hpp"
 #include "harness/measure.hpp"
+#include "harness/plugins.hpp"
 #include "harness/progress.hpp"
 #include "harness/provenance.hpp"
 #include "harness/range.hpp"
@@ -143,7 +144,9 @@ nlohmann::json make_job(const Implementation& impl, const Case& c, const Measure
           {"timing", options.timing},
           {"mem_limit", options.mem_limit},
           {"rates", {{"gemm_gflops", options.rates.gemm_gflops},
-                     {"memory_gbytes_per_s", options.rates.memory_gbytes_per_s}}}};
+                     {"memory_gbytes_per_s", options.rates.memory_gbytes_per_s}}},
+          // The library of a plugin's implementation, which the child loads before it looks the name up.
+          {"plugin", plugin_of(impl.name()) != nullptr ? nlohmann::json(plugin_of(impl.name())->path) : nlohmann::json()}};
 }
 
 // What a child left behind: how it ended and what it wrote.
@@ -381,6 +384,9 @@ int run_isolated_child(const std::string& job_text, std::ostream& out) {
   RunOptions options;
   try {
     const nlohmann::json job = nlohmann::json::parse(job_text);
+    if (job.contains("plugin") && !job.at("plugin").is_null()) {
+      load_plugins({{job.at("plugin").get<std::string>(), "--isolated-child plugin"}});
+    }
     impl = find_implementation(job.at("impl").get<std::string>());
     if (impl == nullptr) throw std::invalid_argument("unknown implementation " + job.at("impl").dump());
     c = job.at("case").get<Case>();

@@ -74,6 +74,19 @@ LseTensor::LseTensor(const Case& c)
 
 std::uint64_t lse_bytes(const Case& c) { return std::uint64_t(c.batch * c.heads * c.seq_q) * sizeof(float); }
 
+std::uint64_t stored_tensor_bytes(const Case& c, bool with_lse) {
+  const std::uint64_t output_bytes =  // O, and the LSE beside it
+      dtype_bytes(output_dtype(c.dtype)) * std::uint64_t(c.q_elements()) + (with_lse ? lse_bytes(c) : 0);
+  if (!c.paged() && !c.varlen()) {
+    return dtype_bytes(c.dtype) * std::uint64_t(c.q_elements() + 2 * c.kv_elements()) + output_bytes;
+  }
+  // K and V as stored (a page pool's padding included), plus the layout's int32 offsets and block table.
+  const KvLayout layout = make_kv_layout(c);
+  const std::uint64_t kv_storage = std::uint64_t(layout.rows * c.kv_heads * c.head_dim);
+  return dtype_bytes(c.dtype) * (std::uint64_t(c.q_elements()) + 2 * kv_storage) + output_bytes +
+         sizeof(std::int32_t) * (layout.seq_starts.size() + layout.block_table.size());
+}
+
 void fill_nan(HostTensor& tensor) {
   const std::size_t bytes = std::size_t(tensor.elements()) * dtype_bytes(tensor.dtype());
   if (bytes != 0) std::memset(tensor.data<void>(), kNanPoisonByte, bytes);  // an empty tensor has no storage

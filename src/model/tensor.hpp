@@ -91,6 +91,11 @@ class LseTensor {
 
 // Bytes of a case's LSE (fp32, batch · heads · seq_q), for the predictions of implementations that write one.
 std::uint64_t lse_bytes(const Case& c);
+// Bytes of a case's tensors as an implementation holds them: Q, K and V in the dtype, K and V as stored (a
+// page pool's padding included) with the layout's int32 offsets and block table where the case is paged or
+// of variable lengths, O in output_dtype, and the LSE when `with_lse`. The part of predicted_bytes that
+// implementations taking every layout share.
+std::uint64_t stored_tensor_bytes(const Case& c, bool with_lse);
 
 // Fills every element with NaN (kNanPoisonByte in every byte): what a tensor is poisoned with before a run
 // whose output is checked.
