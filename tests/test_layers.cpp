@@ -55,7 +55,7 @@ Layer layer_of_include(const std::string& target, Layer includer) {
   if (starts_with(target, "harness/")) return Layer::harness;
   if (starts_with(target, "cli/")) return Layer::cli;
   if (starts_with(target, "reference/")) return Layer::reference;
-  if (starts_with(target, "cpu/") || starts_with(target, "cuda/")) return Layer::kernels;
+  if (starts_with(target, "cpu/") || starts_with(target, "cuda/") || starts_with(target, "plugin/")) return Layer::kernels;
   return includer;
 }
 

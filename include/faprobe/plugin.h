@@ -118,14 +118,16 @@ typedef struct faprobe_case {
   int32_t reserved;  /* 0 */
   uint64_t seed;     /* the input generator's seed (inputs are already filled; for the curious) */
   int64_t page_size; /* 0: contiguous K/V; else a paged cache with pages of this many keys (16..256, 2^n) */
-  const int64_t* seqlens; /* decode: batch key lengths, one per entry; NULL: every entry has seq_k keys */
+  const int64_t* seqlens; /* decode: batch key lengths, one per entry; NULL: every entry has seq_k keys.
+                           * A host pointer, also for CUDA (kernels read tensors->seq_starts instead) */
   int64_t splits;    /* split-K implementations: key splits the user asked for; 0 = your own choice */
-  float scale;       /* the softmax scale, 1/sqrt(head_dim) */
+  float scale;       /* the softmax scale 1/sqrt(head_dim), rounded to float (the reference uses double) */
   float fp8_scale;   /* fp8_e4m3: the real value of an input code is code * fp8_scale; 1 otherwise */
 } faprobe_case;
 
 /* The buffers of one case, on the implementation's device (host pointers for FAPROBE_DEVICE_CPU, device
- * pointers on device 0 for FAPROBE_DEVICE_CUDA). See LAYOUTS above. */
+ * pointers on device 0 for FAPROBE_DEVICE_CUDA), the index arrays seq_starts and block_table included.
+ * See LAYOUTS above. */
 typedef struct faprobe_tensors {
   const void* q;
   const void* k;
@@ -133,7 +135,9 @@ typedef struct faprobe_tensors {
   void* o;
   float* lse;                 /* NULL unless the implementation has FAPROBE_WRITES_LSE */
   int64_t kv_rows;            /* storage rows of K and V (with a page pool's padding) */
-  const int32_t* seq_starts;  /* batch + 1 entries: entry b's keys start at logical row seq_starts[b] */
+  const int32_t* seq_starts;  /* batch + 1 entries, never NULL, in every layout: the running total of the
+                               * entries' key counts (seq_starts[0] = 0; entry b has seq_starts[b+1] -
+                               * seq_starts[b] keys), flash-attention's cu_seqlens_k */
   const int32_t* block_table; /* paged: batch * pages_per_seq pool pages, -1 past an entry's last; else NULL */
   int64_t pages_per_seq;      /* paged: the block table's columns; else 0 */
   void* workspace;            /* workspace_bytes(case) bytes, uninitialised; NULL when that is 0 */
@@ -152,7 +156,7 @@ typedef struct faprobe_run_context {
   void (*release)(void* allocator, void* pointer);
   void* allocator;
   char* error;       /* where run writes why it failed (NUL-terminated) */
-  size_t error_size; /* bytes available at error, the NUL included */
+  size_t error_size; /* bytes available at error, the NUL included; at least 256 */
 } faprobe_run_context;
 
 typedef struct faprobe_implementation faprobe_implementation;

@@ -10,8 +10,9 @@
 // `unsupported` record with that reason: a CUDA plugin cannot run under faprobe's emulator, which runs only
 // kernels written on its instruction layer.
 //
-// The plugin links its own CUDA runtime (a shared libcudart), faprobe a static one: both run on the
-// device's primary context, and CUDA's stream and pointer handles are the driver's, valid in both.
+// The plugin links its own CUDA runtime (static, nvcc's default, or shared), faprobe another: both run on
+// the device's primary context, and CUDA's stream and pointer handles are the driver's, valid in both (not
+// yet tried on a GPU: the first GPU run of the CUDA example plugin is what shows it).
 #include <memory>
 
 #include "plugin/plugin_abi.hpp"

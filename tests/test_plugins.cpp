@@ -1,0 +1,167 @@
+// The plugin loader and adapters (harness/plugins.hpp, kernels/plugin/), in this process: the example C
+// plugin registered and verified over odd shapes and every K/V layout, its planted off-by-one caught, and
+// every planted plugin of tests/plugins/planted_plugin.c refused at load time with one line naming the file,
+// or caught when it runs (a failing run, an output or LSE left unwritten, scratch memory counted).
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "harness/plugins.hpp"
+#include "harness/registry.hpp"
+#include "harness/runner.hpp"
+#include "model/errors.hpp"
+
+namespace faprobe {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string example(const std::string& name) {
+  return std::string(FAPROBE_EXAMPLE_PLUGIN_DIR) + "/libfaprobe_example_" + name + ".so";
+}
+std::string planted(const std::string& kind) {
+  return std::string(FAPROBE_TEST_PLUGIN_DIR) + "/libfaprobe_planted_" + kind + ".so";
+}
+
+// The UsageError message of loading `path`, or "" when it loaded.
+std::string load_error(const std::string& path) {
+  try {
+    load_plugins({{path, "--plugin"}});
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+// Every record of a verify (or, with `timing`, a quick timed) run of `config` in this process.
+std::vector<Record> run_config(const std::string& config, bool timing = false) {
+  SettingsSource source;
+  source.load_config_text(config, "test");
+  RunOptions options;
+  options.timing = timing;
+  std::ostringstream table;
+  return run_plan(make_plan(source), options, table).records;
+}
+
+TEST(Plugins, NothingIsLoadedUntilALibraryIsNamed) {
+  EXPECT_TRUE(loaded_plugins().empty());
+  EXPECT_EQ(plugin_of("cpu.tiled"), nullptr);
+  for (const std::string& name : implementation_names()) EXPECT_NE(name.rfind("plugin.", 0), 0u) << name;
+}
+
+TEST(Plugins, TheExampleRegistersOnceAndVerifiesOddShapesAndEveryLayout) {
+  load_plugins({{example("c_attention"), "--plugin"}, {example("c_attention"), "FAPROBE_PLUGIN_PATH"}});
+  ASSERT_EQ(loaded_plugins().size(), 1u);  // the same library twice is loaded once
+  const Implementation* impl = find_implementation("plugin.c_attention");
+  ASSERT_NE(impl, nullptr);
+  EXPECT_EQ(impl->device(), "cpu");
+  EXPECT_TRUE(impl->isolate_by_default());
+  ASSERT_NE(plugin_of("plugin.c_attention"), nullptr);
+  EXPECT_EQ(plugin_of("plugin.c_attention")->path, fs::canonical(example("c_attention")).string());
+  EXPECT_EQ(plugin_of("plugin.c_attention")->abi_version, 1u);
+
+  Case fp16;
+  fp16.dtype = DType::fp16;
+  EXPECT_EQ(impl->supports(fp16), "dtype must be fp32 or bf16");
+
+  // GQA, causal with seq_q != seq_k both ways (rows that see no key), seq 1, head_dim 80, bf16; decode with
+  // packed variable lengths and a paged cache.
+  const std::vector<Record> records = run_config(R"({"impl": "plugin.c_attention", "parts": [
+      {"seq": "1,17,100", "seq_q": "1,33", "heads": 8, "kv_heads": "8,2,1", "head_dim": "80,64",
+       "mask": "none,causal", "dtype": "fp32,bf16"},
+      {"mode": "decode", "seqlens": "1000,17,3", "heads": 4, "kv_heads": 2, "page_size": "0,16"}]})");
+  ASSERT_EQ(records.size(), 2u * 2 * 3 * 2 * 2 * 3 + 2);
+  for (const Record& record : records) {
+    EXPECT_EQ(record.status, Status::ok) << record.c.label() << ": " << record.reason;
+    ASSERT_TRUE(record.verify.has_value()) << record.c.label();
+    EXPECT_TRUE(record.verify->passed) << record.c.label() << ": " << record.verify->note;
+    EXPECT_TRUE(record.verify->lse_checked) << record.c.label();  // the example writes the LSE
+    EXPECT_EQ(record.details.value("plugin", ""), plugin_of("plugin.c_attention")->path);
+  }
+}
+
+TEST(Plugins, TheOffByOneCausalMaskIsCaughtAndOnlyWhereAMaskApplies) {
+  load_plugins({{example("c_attention_off_by_one"), "--plugin"}});
+  const std::vector<Record> records = run_config(R"({"impl": "plugin.c_attention_off_by_one", "seq": 64,
+      "seq_q": 16, "heads": 2, "mask": "causal,none"})");
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].status, Status::mismatch);
+  EXPECT_FALSE(records[0].verify->passed);
+  EXPECT_EQ(records[1].status, Status::ok) << records[1].verify->note;  // nothing masked, nothing wrong
+}
+
+TEST(Plugins, EachPlantedLoadingDefectIsOneLineNamingTheFile) {
+  const std::pair<const char*, const char*> defects[] = {
+      {"abi_version", "built for plugin ABI version 999, and this faprobe takes version 1"},
+      {"no_entry", "not a faprobe plugin: it exports no faprobe_plugin_entry"},
+      {"null_entry", "faprobe_plugin_entry returned NULL"},
+      {"bad_name", "implementation 0 'has space': a name may hold letters, digits"},
+      {"null_run", "implementation null_run: supports and run must both be set"},
+      {"bad_device", "implementation bad_device: device 7 is not FAPROBE_DEVICE_CPU (0) or FAPROBE_DEVICE_CUDA (1)"},
+      {"twice", "lists plugin.twice twice"},
+  };
+  const std::size_t loaded_before = loaded_plugins().size(), registered_before = implementations().size();
+  for (const auto& [kind, expected] : defects) {
+    const std::string message = load_error(planted(kind));
+    EXPECT_NE(message.find("--plugin " + planted(kind) + ": "), std::string::npos) << kind << ": " << message;
+    EXPECT_NE(message.find(expected), std::string::npos) << kind << ": " << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+  EXPECT_NE(load_error("no/such/plugin.so").find("--plugin no/such/plugin.so: no such file"), std::string::npos);
+  EXPECT_NE(load_error(FAPROBE_TEST_PLUGIN_DIR).find("not a file"), std::string::npos);
+  EXPECT_NE(load_error(std::string(FAPROBE_SOURCE_DIR) + "/README.md").find("cannot load the library"),
+            std::string::npos);
+  // All or nothing: none of them registered anything (not even the first of TWICE's two).
+  EXPECT_EQ(loaded_plugins().size(), loaded_before);
+  EXPECT_EQ(implementations().size(), registered_before);
+}
+
+TEST(Plugins, ANameTakenByAnotherLibraryIsRefusedNamingIt) {
+  load_plugins({{example("c_attention"), "--plugin"}});
+  const fs::path copy = fs::temp_directory_path() / ("faprobe_plugin_copy_" + std::to_string(::getpid()) + ".so");
+  fs::copy_file(example("c_attention"), copy, fs::copy_options::overwrite_existing);
+  const std::string message = load_error(copy.string());
+  fs::remove(copy);
+  EXPECT_NE(message.find("plugin.c_attention is already registered by " + fs::canonical(example("c_attention")).string()),
+            std::string::npos) << message;
+}
+
+TEST(Plugins, ARunThatFailsIsAFailedRecordWithThePluginsMessage) {
+  load_plugins({{planted("run_fails"), "--plugin"}});
+  const std::vector<Record> records = run_config(R"({"impl": "plugin.run_fails", "seq": 16, "heads": 1})");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, Status::failed);
+  EXPECT_NE(records[0].reason.find("plugin.run_fails: run returned 3: planted: the kernel refused to launch"),
+            std::string::npos) << records[0].reason;
+}
+
+TEST(Plugins, AnOutputLeftUnwrittenFailsTheCheck) {
+  load_plugins({{planted("writes_nothing"), "--plugin"}});
+  const std::vector<Record> records = run_config(R"({"impl": "plugin.writes_nothing", "seq": 16, "heads": 1})");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, Status::mismatch);
+  EXPECT_NE(records[0].verify->note.find("non-finite output (NaN)"), std::string::npos) << records[0].verify->note;
+}
+
+TEST(Plugins, AClaimedLseLeftUnwrittenFailsTheLseCheck) {
+  load_plugins({{planted("skips_lse"), "--plugin"}});
+  const std::vector<Record> records = run_config(R"({"impl": "plugin.skips_lse", "seq": 16, "heads": 1})");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, Status::mismatch);
+  EXPECT_TRUE(records[0].verify->lse_checked);
+  EXPECT_TRUE(std::isnan(records[0].verify->lse_max_abs_diff)) << records[0].verify->lse_max_abs_diff;
+}
+
+TEST(Plugins, ScratchMemoryFromTheAllocatorCountsAsWorkspace) {
+  load_plugins({{planted("allocates"), "--plugin"}});
+  const std::vector<Record> records = run_config(R"({"impl": "plugin.allocates", "seq": 16, "heads": 1})");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_GE(records[0].memory.workspace_bytes, std::uint64_t(1) << 20);
+  EXPECT_GE(records[0].memory.peak_bytes, std::uint64_t(1) << 20);
+}
+
+}  // namespace
+}  // namespace faprobe
