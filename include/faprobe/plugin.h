@@ -1,7 +1,8 @@
 /* faprobe's plugin ABI, version 1: attention implementations in a shared library, measured and verified by
  * faprobe like its own (`faprobe sweep --plugin ./libmine.so`).
  *
- * Copy this header into your project or include it from a faprobe checkout. It is plain C (C99, also valid
+ * Copy this header into your project or include it from a faprobe checkout (`#include "faprobe/plugin.h"`
+ * with `-I <checkout>/include`). It is plain C (C99, also valid
  * C++ and CUDA C++), depends on nothing but <stddef.h> and <stdint.h>, and carries no faprobe internals: a
  * plugin built against it links against nothing of faprobe's.
  *
@@ -54,7 +55,9 @@
  *               pages of page_size rows anywhere in a pool (flash-attention's KV-cache API: k_cache,
  *               v_cache and block_table; vLLM's PagedAttention); rows of a page past its entry's last key
  *               hold NaN, so a kernel that reads them and lets them reach O fails the check.
- *         The keys of entry b: seqlens[b] when seqlens != NULL, else seq_k.
+ *         The keys of entry b: seqlens[b] when seqlens != NULL, else seq_k; always equal to
+ *         seq_starts[b+1] - seq_starts[b], in every layout. Widen block_table entries to 64 bits before
+ *         multiplying by page_size (a pool may exceed 2^31 elements).
  *   LSE:  fp32 (batch, heads, seq_q), flash-attention's softmax_lse: ln sum_j exp(scale * q.k_j) over the
  *         keys the row sees (natural log, scaled scores), -INFINITY for a row that sees no key.
  *   Attention: O[b,s,h] = softmax_j(scale * Q[b,s,h] . K[b,j,h/(heads/kv_heads)]) . V[...] (GQA/MQA: query
@@ -147,7 +150,7 @@ typedef struct faprobe_tensors {
 /* What run gets besides the buffers. */
 typedef struct faprobe_run_context {
   void* stream;  /* FAPROBE_DEVICE_CUDA: the cudaStream_t to queue all work on; NULL for the CPU */
-  int32_t threads;  /* CPU threads the user asked for (--threads; all cores by default) */
+  int32_t threads;  /* CPU threads to use, >= 1: --threads, or all cores (per-thread scratch: allocate) */
   int32_t reserved; /* 0 */
   /* Scratch memory on the implementation's device, counted in the record's peak and workspace bytes.
    * allocate returns NULL when there is none to give; memory not released by the end of the case is
