@@ -51,6 +51,24 @@ std::uint64_t Descriptor::workspace_bytes(const Case& c) const {
   return impl->workspace_bytes(impl, abi.get());
 }
 
+faprobe_tensors abi_tensors(const void* q, const void* k, const void* v, void* o, float* lse, const KvLayout& layout,
+                            const std::int32_t* seq_starts, const std::int32_t* block_table, void* workspace,
+                            std::size_t workspace_bytes) {
+  faprobe_tensors tensors{};
+  tensors.q = q;
+  tensors.k = k;
+  tensors.v = v;
+  tensors.o = o;
+  tensors.lse = lse;
+  tensors.kv_rows = layout.rows;
+  tensors.seq_starts = seq_starts;
+  tensors.block_table = layout.paged() ? block_table : nullptr;
+  tensors.pages_per_seq = layout.pages_per_seq;
+  tensors.workspace = workspace_bytes != 0 ? workspace : nullptr;
+  tensors.workspace_bytes = workspace_bytes;
+  return tensors;
+}
+
 void ScratchAllocator::bind(faprobe_run_context& context) {
   context.allocate = &ScratchAllocator::allocate;
   context.release = &ScratchAllocator::release;

@@ -18,6 +18,7 @@
 #include "faprobe/plugin.h"
 #include "model/case.hpp"
 #include "model/implementation.hpp"
+#include "model/kv_layout.hpp"
 
 namespace faprobe::plugin {
 
@@ -44,6 +45,12 @@ struct Descriptor {
   std::string supports(const Case& c) const;       // "" or the plugin's reason
   std::uint64_t workspace_bytes(const Case& c) const;  // 0 without a workspace_bytes function
 };
+
+// The ABI's view of one case's buffers, wherever they live: the layout's row count and page table columns,
+// its seq_starts and block table (null unless paged) as the device holds them, and the workspace.
+faprobe_tensors abi_tensors(const void* q, const void* k, const void* v, void* o, float* lse, const KvLayout& layout,
+                            const std::int32_t* seq_starts, const std::int32_t* block_table, void* workspace,
+                            std::size_t workspace_bytes);
 
 // The memory handed out through faprobe_run_context::allocate: tracked buffers on the implementation's
 // device (KernelBuffer: the GPU pool, or the host's counting allocator), counted as workspace, kept until

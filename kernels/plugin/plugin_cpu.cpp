@@ -31,18 +31,10 @@ class CpuPluginCase final : public PreparedCase {
     if (descriptor.writes_lse()) lse_.emplace(c);
     const std::uint64_t workspace_bytes = descriptor.workspace_bytes(c);
     if (workspace_bytes != 0) workspace_ = HostAllocation(std::size_t(workspace_bytes), AllocKind::workspace);
-    const KvLayout& layout = inputs_.layout;
-    tensors_.q = inputs_.q.data<void>();
-    tensors_.k = inputs_.k.data<void>();
-    tensors_.v = inputs_.v.data<void>();
-    tensors_.o = output_.data<void>();
-    tensors_.lse = lse_ ? lse_->data() : nullptr;
-    tensors_.kv_rows = layout.rows;
-    tensors_.seq_starts = layout.seq_starts.data();
-    tensors_.block_table = layout.paged() ? layout.block_table.data() : nullptr;
-    tensors_.pages_per_seq = layout.pages_per_seq;
-    tensors_.workspace = workspace_bytes != 0 ? workspace_.data() : nullptr;
-    tensors_.workspace_bytes = std::size_t(workspace_bytes);
+    tensors_ = abi_tensors(inputs_.q.data<void>(), inputs_.k.data<void>(), inputs_.v.data<void>(),
+                           output_.data<void>(), lse_ ? lse_->data() : nullptr, inputs_.layout,
+                           inputs_.layout.seq_starts.data(), inputs_.layout.block_table.data(), workspace_.data(),
+                           std::size_t(workspace_bytes));
   }
 
   void poison_outputs() override {

@@ -31,18 +31,10 @@ class CudaPluginRun final : public cuda::KernelRun {
     if (workspace_bytes != 0) {
       workspace_ = cuda::KernelBuffer(cuda::Target::gpu, std::size_t(workspace_bytes), AllocKind::workspace);
     }
-    const KvLayout& layout = tensors.layout;
-    tensors_.q = tensors.q.data();
-    tensors_.k = tensors.k.data();
-    tensors_.v = tensors.v.data();
-    tensors_.o = tensors.o.data();
-    tensors_.lse = tensors.lse.bytes() != 0 ? tensors.lse.as<float>() : nullptr;
-    tensors_.kv_rows = layout.rows;
-    tensors_.seq_starts = tensors.seq_starts.as<const std::int32_t>();
-    tensors_.block_table = layout.paged() ? tensors.block_table.as<const std::int32_t>() : nullptr;
-    tensors_.pages_per_seq = layout.pages_per_seq;
-    tensors_.workspace = workspace_bytes != 0 ? workspace_.data() : nullptr;
-    tensors_.workspace_bytes = std::size_t(workspace_bytes);
+    tensors_ = abi_tensors(tensors.q.data(), tensors.k.data(), tensors.v.data(), tensors.o.data(),
+                           tensors.lse.bytes() != 0 ? tensors.lse.as<float>() : nullptr, tensors.layout,
+                           tensors.seq_starts.as<const std::int32_t>(), tensors.block_table.as<const std::int32_t>(),
+                           workspace_.data(), std::size_t(workspace_bytes));
   }
 
   void forward(const cuda::Launch& launch) override {
