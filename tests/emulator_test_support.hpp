@@ -44,6 +44,19 @@ inline std::string launch_error(const LaunchConfig& config, const std::function<
   return message;
 }
 
+// The EmulationError message of work that must fail, launching itself ("" if it succeeded).
+inline std::string launch_error(const std::function<void()>& work) {
+  std::string message;
+  within_deadline([&] {
+    try {
+      work();
+    } catch (const EmulationError& e) {
+      message = e.what();
+    }
+  });
+  return message;
+}
+
 inline void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {
   EXPECT_FALSE(message.empty()) << "the launch did not fail";
   for (const std::string& part : parts) EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;

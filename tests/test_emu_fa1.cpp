@@ -16,6 +16,7 @@
 #include "case_support.hpp"
 #include "cuda/attention_args.hpp"
 #include "cuda/fa1/fa1_emulated.hpp"
+#include "cuda/common/emu/emulator.hpp"
 #include "cuda/launchers.hpp"
 #include "flash_kernel_support.hpp"
 #include "model/case.hpp"
@@ -139,20 +140,28 @@ TEST(Fa1Planted, NoRescaleIsCaught) {
                        [](const Case& c) { return run_fa1<Defect::no_rescale>(c); });
 }
 
-// Without the barrier between the cp.async tile loads and the ldmatrix reads, warp 0 reads K, V and Q rows
-// that warps 1-3 have not copied yet: under the emulator's schedule these are still the 0xFF poison of
-// shared memory (NaN as fp16 and bf16), so the output is NaN and the checker reports a mismatch (the
-// emulator itself raises no EmulationError: a race is not a detectable misuse of an instruction).
-TEST(Fa1Planted, MissingBarrierIsCaught) {
+// Without the barrier between the cp.async tile loads and the ldmatrix reads, a warp reads rows that other
+// threads copied with no barrier in between: the race detector reports the ldmatrix and the cp.async with
+// both threads and the shared byte. With the checks off, under the default schedule those rows are still
+// the 0xFF poison (a copy lands only at its thread's wait_group), NaN as fp16 and bf16, and the checker
+// reports a mismatch.
+TEST(Fa1Planted, MissingBarrierIsReportedAsARace) {
   const Case c = make_case(1, 1, 1, 129, 129, 64, DType::bf16, Mask::none);
-  const VerifyResult good = check_output(c, GeneratedInputs(c), run_fa1(c));
-  EXPECT_TRUE(good.passed) << describe(good);
+  std::string message;
+  try {
+    (void)run_fa1<Defect::missing_barrier>(c);
+  } catch (const emu::EmulationError& e) {
+    message = e.what();
+  }
+  for (const char* part : {"kernel 'fa1_bf16_hdim64'", "race on shared memory byte offset", "ldmatrix by this thread",
+                           "cp.async by thread"})
+    EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;
+  std::printf("missing_barrier: %s\n", message.c_str());
+  const emu::ScopedChecks off(false);
   HostTensor bad_output;
   ASSERT_NO_THROW(bad_output = run_fa1<Defect::missing_barrier>(c));
   const VerifyResult bad = check_output(c, GeneratedInputs(c), bad_output);
-  EXPECT_FALSE(bad.passed) << "missing_barrier not caught: " << describe(bad);
-  EXPECT_FALSE(bad.note.empty());
-  std::printf("missing_barrier: %s\n", bad.note.c_str());
+  EXPECT_FALSE(bad.passed) << "missing_barrier not caught with the checks off: " << describe(bad);
 }
 
 // --- What an emulated verify costs (reported, not asserted): seq 1024, d 128, batch 1, heads 2, fp16. ---

@@ -21,6 +21,8 @@
 #include "case_support.hpp"
 #include "cuda/fa2/fa2_emulated.hpp"
 #include "cuda/kernel_implementation.hpp"
+#include "cuda/common/emu/emulator.hpp"
+#include "emulator_test_support.hpp"
 #include "cuda/launchers.hpp"
 #include "flash_kernel_support.hpp"
 #include "harness/registry.hpp"
@@ -153,17 +155,42 @@ TEST(Fa2Planted, CausalOffByOneIsCaught) {
                        [](const Case& c) { return run_fa2<Defect::causal_off_by_one>(c); });
 }
 
-// Without the barrier after the K tile's copies, warps read K rows (and Q rows) other threads have not
-// copied yet: under the emulator's schedule these are still the 0xFF poison of shared memory (NaN as
-// fp16 and bf16), so the output is NaN and the checker reports a mismatch.
-TEST(Fa2Planted, MissingBarrierIsCaught) {
+// Without the barrier between the cp.async tile loads and the ldmatrix reads, a warp reads rows that other
+// threads copied with no barrier in between: the race detector reports the ldmatrix and the cp.async with
+// both threads and the shared byte. With the checks off, under the default schedule those rows are still
+// the 0xFF poison (a copy lands only at its thread's wait_group), NaN as fp16 and bf16, and the checker
+// reports a mismatch.
+TEST(Fa2Planted, MissingBarrierIsReportedAsARace) {
   const Case c = make_case(1, 1, 1, 129, 129, 64, DType::bf16, Mask::none);
+  std::string message;
+  try {
+    (void)run_fa2<Defect::missing_barrier>(c);
+  } catch (const emu::EmulationError& e) {
+    message = e.what();
+  }
+  for (const char* part : {"kernel 'fa2_bf16_hdim64'", "race on shared memory byte offset", "ldmatrix by this thread",
+                           "cp.async by thread"})
+    EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;
+  std::printf("missing_barrier: %s\n", message.c_str());
+  const emu::ScopedChecks off(false);
   HostTensor bad_output;
   ASSERT_NO_THROW(bad_output = run_fa2<Defect::missing_barrier>(c));
   const VerifyResult bad = check(c, bad_output);
-  EXPECT_FALSE(bad.passed) << "missing_barrier not caught: " << describe(bad);
-  EXPECT_FALSE(bad.note.empty());
-  std::printf("missing_barrier: %s\n", bad.note.c_str());
+  EXPECT_FALSE(bad.passed) << "missing_barrier not caught with the checks off: " << describe(bad);
+}
+
+// Without cp.async.wait_group, the barrier alone does not make the tile's copies land: the first ldmatrix
+// reads rows whose copies are still in flight, which the emulator reports naming the copy and its group.
+TEST(Fa2Planted, ADroppedCpAsyncWaitIsReported) {
+  const Case c = make_case(1, 1, 1, 129, 129, 64, DType::fp16, Mask::none);
+  std::string message;
+  try {
+    (void)run_fa2<Defect::no_cp_async_wait>(c);
+  } catch (const emu::EmulationError& e) {
+    message = e.what();
+  }
+  emu::testing::expect_mentions(message, {"kernel 'fa2_fp16_hdim64'", "ldmatrix of shared byte offset", "before it has landed",
+                                          "a cp.async issued by thread", "in its commit group 0"});
 }
 
 // --- Checks that cannot pass by accident: outputs left unwritten, caught by the NaN poison of a checked run

@@ -194,7 +194,35 @@ TEST(Fa3Planted, AnMbarrierWaitThatCanNeverCompleteIsReported) {
 // the barrier ending the CTA with bytes unaccounted, which the emulator reports.
 TEST(Fa3Planted, AWrongTransactionByteCountIsReported) {
   const Case c = make_case(1, 1, 1, 64, 600, 128, DType::bf16, Mask::none);
+  // The consumers' wgmma then reads the second box before it has landed: the race detector names the TMA load
+  // and its mbarrier phase. With the checks off, the CTA's end still finds the bytes unsettled.
+  emu::testing::expect_mentions(emulation_error<Defect::missing_expect_tx>(c),
+                                {"fa3_bf16_hdim128", "wgmma.mma_async of shared byte offset", "before it has landed",
+                                 "a TMA load (cp.async.bulk.tensor) issued by thread (0,0,0)", "-16384 transaction bytes pending"});
+  const emu::ScopedChecks off(false);
   emu::testing::expect_mentions(emulation_error<Defect::missing_expect_tx>(c), {"fa3_bf16_hdim128", "transaction bytes pending", "disagree"});
+}
+
+// The asynchronous hazards of a warp-specialized kernel, each reported by name. Three key blocks, so that
+// the steady state (key block 1 on) runs.
+TEST(Fa3Planted, ConsumersThatDoNotWaitForTheFullBarrierAreReported) {
+  const Case c = make_case(1, 1, 1, 128, 384, 64, DType::fp16, Mask::none);
+  emu::testing::expect_mentions(emulation_error<Defect::no_full_wait>(c),
+                                {"fa3_fp16_hdim64", "race on shared memory byte offset",
+                                 "wgmma.mma_async by this thread and a TMA load (cp.async.bulk.tensor) by thread (0,0,0)",
+                                 "has not waited on its mbarrier phase"});
+}
+
+TEST(Fa3Planted, ScoresReadWhileTheirWgmmaIsInFlightAreReported) {
+  const Case c = make_case(1, 1, 1, 128, 384, 64, DType::bf16, Mask::none);
+  emu::testing::expect_mentions(emulation_error<Defect::scores_read_in_flight>(c),
+                                {"fa3_bf16_hdim64", "of a wgmma.mma_async in flight was written (or read and written back) "
+                                                    "before wgmma.wait_group retired it"});
+}
+
+TEST(Fa3Planted, AMissingWgmmaFenceIsReported) {
+  const Case c = make_case(1, 1, 1, 128, 384, 64, DType::fp16, Mask::none);
+  emu::testing::expect_mentions(emulation_error<Defect::no_wgmma_fence>(c), {"fa3_fp16_hdim64", "without a wgmma.fence"});
 }
 
 TEST(Fa3Timing, EmulatedVerifySeq1024) {

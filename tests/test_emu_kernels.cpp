@@ -338,13 +338,23 @@ TEST(EmuNaiveSoftmax, RejectsBadArguments) {
   EXPECT_THROW(naive_softmax(emulator, args), std::invalid_argument);
 }
 
-// A missing barrier between the warps' partial writes and reads: with two warps per row (seq_k = 1000)
-// the first warp reads the second's partial before it is written, i.e. the 0xFF fill of shared memory, a
-// NaN; the row sum turns NaN and so does the row. The emulator reports no error (nothing is out of bounds
-// and nobody deadlocks): the defect shows as wrong values, NaNs.
+// A missing barrier between the warps' partial writes and reads: with two warps per row (seq_k = 1000) a
+// warp reads the other's partial with nothing ordering the two, which the race detector reports (both
+// threads, the byte). With the checks off, the first warp reads the partial before it is written, i.e. the
+// 0xFF fill of shared memory, a NaN; the row sum turns NaN and so does the row.
 TEST(EmuNaiveSoftmax, PlantedMissingBarrierIsCaught) {
   const SoftmaxArgs args = softmax_args(2, 17, 1000, false, DType::fp32);
   ASSERT_EQ(run_production(args).mismatches, 0u);
+  std::string message;
+  try {
+    (void)run_with_defect(args, naive::SoftmaxDefect::missing_barrier);
+  } catch (const emu::EmulationError& e) {
+    message = e.what();
+  }
+  for (const char* part : {"kernel 'naive_softmax", "race on shared memory byte offset", "a shared-memory store",
+                           "a shared-memory load"})
+    EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;
+  const emu::ScopedChecks off(false);
   const Comparison damaged = run_with_defect(args, naive::SoftmaxDefect::missing_barrier);
   EXPECT_GT(damaged.mismatches, 0u);
   EXPECT_GT(damaged.nans, 0u);

@@ -116,26 +116,35 @@ TEST(Emulator, BlockSumMatchesHostOverBlockShapesAndGrids) {
     }
 }
 
-TEST(Emulator, BlockSumMissingBarrierIsCaughtByThePoison) {
-  // The planted bug: block_sum without the barrier after the loads. Thread 0 runs first and adds partials
-  // nobody has written yet: the 0xFF poison, a NaN.
-  const Dim3 block{64, 1, 1};
+// The planted bug: block_sum without the barrier after the loads. Thread 0 adds partial[32], which thread 32
+// has not stored yet: the race detector reports the two accesses with both threads and the byte; with the
+// checks off, thread 0 reads the 0xFF poison, a NaN, under the default schedule.
+void block_sum_missing_barrier(const GlobalSpan<const float>& in, const GlobalSpan<float>& out) {
+  faprobe::emu::launch({"block_sum_missing_barrier", {1, 1, 1}, {64, 1, 1}, 64 * sizeof(float)}, [&] {
+    const unsigned tid = isa::thread_linear_idx();
+    SharedSpan<float> partial = isa::shared_array<float>(0, 64);
+    partial[tid] = in[tid];
+    for (unsigned stride = 32; stride > 0; stride /= 2) {
+      if (tid < stride) partial[tid] += partial[tid + stride];
+      isa::sync_threads();
+    }
+    if (tid == 0) out[0] = partial[0];
+  });
+}
+
+TEST(Emulator, BlockSumMissingBarrierIsReportedAsARace) {
   const std::vector<float> values = integer_valued(64, 7);
   std::vector<float> block_sums(1, 0.0f);
   auto in = const_span_of(values, "values");
   auto out = span_of(block_sums, "block_sums");
-  within_deadline([&] {
-    faprobe::emu::launch({"block_sum_missing_barrier", {1, 1, 1}, block, 64 * sizeof(float)}, [&] {
-      const unsigned tid = isa::thread_linear_idx();
-      SharedSpan<float> partial = isa::shared_array<float>(0, 64);
-      partial[tid] = in[tid];
-      for (unsigned stride = 32; stride > 0; stride /= 2) {
-        if (tid < stride) partial[tid] += partial[tid + stride];
-        isa::sync_threads();
-      }
-      if (tid == 0) out[0] = partial[0];
-    });
-  });
+  const std::string message = launch_error([&] { block_sum_missing_barrier(in, out); });
+  expect_mentions(message, {"kernel 'block_sum_missing_barrier'", "thread (32,0,0)",
+                            "race on shared memory byte offset 128", "a shared-memory store by this thread",
+                            "a shared-memory load by thread (0,0,0)"});
+  {
+    const faprobe::emu::ScopedChecks off(false);
+    within_deadline([&] { block_sum_missing_barrier(in, out); });
+  }
   float expected = 0.0f;
   for (float v : values) expected += v;
   EXPECT_NE(block_sums[0], expected);
@@ -422,23 +431,39 @@ TEST(Emulator, KernelExceptionSurfacesAndUnwindsEveryThread) {
   EXPECT_EQ(out[0], 0xffffffffu);
 }
 
-TEST(Emulator, LaunchIsDeterministic) {
-  // Racy on purpose: every thread stores its index into one shared word without ordering; the winner
-  // depends only on the emulator's schedule, which must not change between launches.
-  auto run = [] {
-    std::vector<std::uint32_t> out(4, 0);
-    auto out_span = span_of(out, "out");
-    within_deadline([&] {
-      faprobe::emu::launch({"racy", {4, 1, 1}, {96, 1, 1}, sizeof(std::uint32_t)}, [&] {
-        SharedSpan<std::uint32_t> winner = isa::shared_array<std::uint32_t>(0, 1);
-        winner[0] = isa::thread_linear_idx();
-        isa::sync_threads();
-        if (isa::thread_linear_idx() == 5) out_span[isa::block_idx_x()] = winner[0];
-      });
-    });
-    return out;
-  };
-  EXPECT_EQ(run(), run());
+// Racy on purpose: every thread stores its index into one shared word without ordering.
+std::vector<std::uint32_t> racy_winners() {
+  std::vector<std::uint32_t> out(4, 0);
+  auto out_span = span_of(out, "out");
+  faprobe::emu::launch({"racy", {4, 1, 1}, {96, 1, 1}, sizeof(std::uint32_t)}, [&] {
+    SharedSpan<std::uint32_t> winner = isa::shared_array<std::uint32_t>(0, 1);
+    winner[0] = isa::thread_linear_idx();
+    isa::sync_threads();
+    if (isa::thread_linear_idx() == 5) out_span[isa::block_idx_x()] = winner[0];
+  });
+  return out;
+}
+
+TEST(Emulator, RacyStoresAreReported) {
+  expect_mentions(launch_error([] { (void)racy_winners(); }),
+                  {"kernel 'racy'", "race on shared memory byte offset 0", "a shared-memory store by this thread",
+                   "a shared-memory store by thread (0,0,0)"});
+}
+
+TEST(Emulator, LaunchIsDeterministicForOneSchedule) {
+  // With the checks off the race runs to the end: the winner depends only on the schedule, which must not
+  // change between launches with the same seed; some seed other than the default picks another winner.
+  const faprobe::emu::ScopedChecks off(false);
+  const std::vector<std::uint32_t> by_default = racy_winners();
+  EXPECT_EQ(by_default, racy_winners());
+  bool another_winner = false;
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+    const faprobe::emu::ScopedSchedule schedule(seed);
+    const std::vector<std::uint32_t> seeded = racy_winners();
+    EXPECT_EQ(seeded, racy_winners()) << "seed " << seed;
+    another_winner = another_winner || seeded != by_default;
+  }
+  EXPECT_TRUE(another_winner) << "eight seeded schedules all ran the racy stores in the default order";
 }
 
 TEST(Emulator, MisuseOutsideALaunchIsReported) {

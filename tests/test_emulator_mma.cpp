@@ -407,10 +407,10 @@ TEST(EmulatorAsync, CpAsyncMisuseIsReported) {
   std::vector<float> source(16, 1.0f);
   auto in = const_span_of(source, "source");
   std::string message = launch_error({"cp_async_misaligned", {1, 1, 1}, {32, 1, 1}, 1024},
-                                     [&] { isa::cp_async_16(isa::lane_id() == 2 ? 8 : 0, in, 0); });
+                                     [&] { isa::cp_async_16(isa::lane_id() == 2 ? 8 : 16 * isa::lane_id(), in, 0); });
   expect_mentions(message, {"cp_async_misaligned", "thread (2,0,0)", "not aligned to 16 bytes"});
   message = launch_error({"cp_async_overrun", {1, 1, 1}, {32, 1, 1}, 1024},
-                         [&] { isa::cp_async_16(0, in, 4 * isa::lane_id()); });
+                         [&] { isa::cp_async_16(16 * isa::lane_id(), in, 4 * isa::lane_id()); });
   expect_mentions(message, {"cp_async_overrun", "thread (4,0,0)", "source[19], size 16"});  // lanes 0..3 fit
 }
 

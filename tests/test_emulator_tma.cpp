@@ -418,7 +418,7 @@ TEST(EmulatorTma, MisuseIsReported) {
   // The mbarrier must exist.
   expect_mentions(launch_error({"tma_no_barrier", {1, 1, 1}, {1, 1, 1}, 4096},
                                [&] { isa::tma_load<2>(kTile, map, 8, {0, 0}); }),
-                  {"complete_tx on shared offset 8: no mbarrier was initialized there"});
+                  {"cp.async.bulk.tensor on shared offset 8: no mbarrier was initialized there"});
   // Outside a launch.
   EXPECT_THROW(isa::tma_store_commit_group(), EmulationError);
 }

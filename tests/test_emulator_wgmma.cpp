@@ -149,8 +149,8 @@ std::vector<float> run_wgmma(const WgmmaRun& run, const Operand& a, const Operan
           default: FAIL() << "no width " << run.n;
         }
         isa::wgmma_commit_group();
+        isa::wgmma_wait_group<0>();  // regs (the A registers) change with the next step: retire this one first
       }
-      isa::wgmma_wait_group<0>();
       const unsigned warp = t / 32, lane = t % 32;
       for (unsigned i = 0; i < run.n / 2; ++i) {
         const unsigned row = 16 * warp + lane / 4 + 8 * ((i / 2) % 2);
@@ -283,6 +283,7 @@ TEST(EmulatorWgmma, MisuseIsReported) {
   // A warp of the warpgroup passing another descriptor.
   expect_mentions(launch_error({"wgmma_mismatch", {1, 1, 1}, {128, 1, 1}, 8192}, [] {
                     float d[32] = {};
+                    isa::wgmma_fence();
                     const std::size_t start = isa::warp_id() == 3 ? 1024 : 0;
                     isa::wgmma_ss<64, isa::Half>(d, isa::wgmma_descriptor(start, 16, 1024, isa::WgmmaSwizzle::bytes128),
                                                  isa::wgmma_descriptor(4096, 16, 1024, isa::WgmmaSwizzle::bytes128), false);
@@ -291,12 +292,14 @@ TEST(EmulatorWgmma, MisuseIsReported) {
   // A CTA that is not whole warpgroups.
   expect_mentions(launch_error({"wgmma_partial", {1, 1, 1}, {96, 1, 1}, 8192}, [] {
                     float d[32] = {};
+                    isa::wgmma_fence();
                     isa::wgmma_ss<64, isa::Half>(d, 0, 0, false);
                   }),
                   {"whole warpgroups", "96 threads"});
   // B read past the launch's shared memory.
   expect_mentions(launch_error({"wgmma_bounds", {1, 1, 1}, {128, 1, 1}, 8192}, [] {
                     float d[32] = {};
+                    isa::wgmma_fence();
                     isa::wgmma_ss<64, isa::Half>(d, isa::wgmma_descriptor(0, 16, 1024, isa::WgmmaSwizzle::bytes128),
                                                  isa::wgmma_descriptor(6144, 16, 1024, isa::WgmmaSwizzle::bytes128), false);
                   }),
@@ -304,6 +307,7 @@ TEST(EmulatorWgmma, MisuseIsReported) {
   // Part of a warpgroup that never arrives: a deadlock naming the wgmma.
   expect_mentions(launch_error({"wgmma_divergent", {1, 1, 1}, {128, 1, 1}, 8192}, [] {
                     float d[32] = {};
+                    isa::wgmma_fence();
                     if (isa::warp_id() != 2)
                       isa::wgmma_ss<64, isa::Half>(d, isa::wgmma_descriptor(0, 16, 1024, isa::WgmmaSwizzle::bytes128),
                                                    isa::wgmma_descriptor(0, 16, 1024, isa::WgmmaSwizzle::bytes128), false);

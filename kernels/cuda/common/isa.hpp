@@ -250,7 +250,7 @@ FAPROBE_DEVICE void sync_warp(std::uint32_t member_mask = full_warp_mask) {
 #if defined(__CUDACC__)
   asm volatile("bar.warp.sync %0;" ::"r"(member_mask) : "memory");
 #else
-  (void)emu::vote_ballot(member_mask, true);  // a warp collective: every lane of the mask meets here
+  emu::sync_warp(member_mask);  // the lanes meet, and the race detector orders their accesses
 #endif
 }
 
@@ -352,7 +352,8 @@ FAPROBE_DEVICE void ldmatrix(std::uint32_t (&d)[N], std::size_t row_offset_bytes
 // index (16-byte aligned, 16 / sizeof(T) elements, all inside the span) to shared memory at
 // shared_offset_bytes (16-byte aligned), bypassing L1 (.cg). The copy is only guaranteed to have landed
 // after cp_async_commit_group() and a cp_async_wait_group<N>() that leaves at most N newer groups
-// pending, and, for other threads to read it, a barrier. The emulator completes every copy at issue. ---
+// pending, and, for other threads to read it, a barrier. The emulator lands the copy at that wait_group
+// and holds poison there until then (emu/emulator.hpp). ---
 template <typename T>
 FAPROBE_DEVICE void cp_async_16(std::size_t shared_offset_bytes, GlobalSpan<const T> source, std::size_t index) {
   static_assert(16 % sizeof(T) == 0, "cp.async copies 16 bytes of whole elements");
@@ -634,7 +635,8 @@ FAPROBE_DEVICE bool elect_sync(std::uint32_t member_mask = full_warp_mask) {
 
 // --- Fences: PTX ISA "membar / fence". fence.proxy.async.shared::cta orders this thread's generic-proxy
 // writes to shared memory before later async-proxy (TMA, wgmma) accesses; fence.mbarrier_init makes
-// mbarrier.init visible to the async proxy. The emulator has one proxy: no-ops there. ---
+// mbarrier.init visible to the async proxy. The emulator's race detector requires fence.proxy.async between
+// a thread's generic writes and async-proxy reads of them; fence.mbarrier_init is a no-op there. ---
 FAPROBE_DEVICE void fence_proxy_async() {
 #if defined(__CUDACC__)
 #if FAPROBE_SM90_PTX
@@ -642,6 +644,8 @@ FAPROBE_DEVICE void fence_proxy_async() {
 #else
   __trap();
 #endif
+#else
+  emu::fence_proxy_async();
 #endif
 }
 FAPROBE_DEVICE void fence_mbarrier_init() {

@@ -164,8 +164,8 @@ FAPROBE_DEVICE void wgmma_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std
 // wgmma.fence.sync.aligned: orders the warpgroup's earlier register writes (accumulators, A fragments)
 // before the wgmma operations that follow. wgmma.commit_group.sync.aligned: the uncommitted wgmma operations
 // become a group. wgmma.wait_group.sync.aligned Pending: waits until at most Pending groups are in flight.
-// The emulator completes each wgmma at issue (as it does every asynchronous copy), so the three are no-ops
-// there; a kernel that reads D before the wait is therefore not caught by the emulator, only by the GPU.
+// The emulator models the asynchrony (emu/emulator.hpp): D is poison until the wait retires the wgmma, a
+// wgmma needs a fence since the thread's last wait, and writes to in-flight accumulators are reported.
 FAPROBE_DEVICE void wgmma_fence() {
 #if defined(__CUDACC__)
 #if FAPROBE_SM90_PTX
@@ -173,6 +173,8 @@ FAPROBE_DEVICE void wgmma_fence() {
 #else
   __trap();
 #endif
+#else
+  emu::wgmma_fence();
 #endif
 }
 FAPROBE_DEVICE void wgmma_commit_group() {
@@ -182,6 +184,8 @@ FAPROBE_DEVICE void wgmma_commit_group() {
 #else
   __trap();
 #endif
+#else
+  emu::wgmma_commit_group();
 #endif
 }
 template <unsigned Pending>
@@ -192,6 +196,8 @@ FAPROBE_DEVICE void wgmma_wait_group() {
 #else
   __trap();
 #endif
+#else
+  emu::wgmma_wait_group(Pending);
 #endif
 }
 // Keeps the compiler from moving reads or writes of the accumulators across an asynchronous wgmma (an empty

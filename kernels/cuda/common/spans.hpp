@@ -3,7 +3,10 @@
 //
 // Under nvcc they are a bare pointer and a size, indexed without checks: the GPU build pays nothing.
 // In the emulator build every element access checks the index and throws EmulationError naming the kernel,
-// block, thread, buffer, index and size; the cost is a compare per access, fine for verification.
+// block, thread, buffer, index and size; the cost is a compare per access, fine for verification. A shared
+// element is then reached through a SharedRef, which tells the emulator whether it is loaded or stored, so
+// that its race detector sees every shared-memory access (emu/emulator.hpp); a kernel takes T from it by
+// conversion and stores with =, +=, ..., as with a T&.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +31,36 @@ FAPROBE_HOST_DEVICE void check_index(const char* space, const char* name, std::s
 }
 }  // namespace detail
 
+#if !defined(__CUDACC__)
+// One shared-memory element under emulation: loads and stores are reported to the emulator as they happen.
+template <typename T>
+class SharedRef {
+ public:
+  explicit SharedRef(T* element) : element_(element) {}
+  operator T() const {  // NOLINT: implicit, as a T& converts
+    emu::shared_access(element_, sizeof(T), false);
+    return *element_;
+  }
+  const SharedRef& operator=(const T& value) const {
+    emu::shared_access(element_, sizeof(T), true);
+    *element_ = value;
+    return *this;
+  }
+  const SharedRef& operator=(const SharedRef& other) const { return *this = static_cast<T>(other); }
+  template <typename U>
+  const SharedRef& operator+=(const U& value) const { return *this = static_cast<T>(static_cast<T>(*this) + value); }
+  template <typename U>
+  const SharedRef& operator-=(const U& value) const { return *this = static_cast<T>(static_cast<T>(*this) - value); }
+  template <typename U>
+  const SharedRef& operator*=(const U& value) const { return *this = static_cast<T>(static_cast<T>(*this) * value); }
+  template <typename U>
+  const SharedRef& operator|=(const U& value) const { return *this = static_cast<T>(static_cast<T>(*this) | value); }
+
+ private:
+  T* element_;
+};
+#endif
+
 // A typed window of the CTA's dynamic shared memory; build one with isa::shared_array<T>(offset, count).
 template <typename T>
 class SharedSpan {
@@ -35,10 +68,14 @@ class SharedSpan {
   SharedSpan() = default;
   FAPROBE_HOST_DEVICE SharedSpan(T* data, std::size_t size) : data_(data), size_(size) {}
 
-  FAPROBE_HOST_DEVICE T& operator[](std::size_t i) const {
+#if defined(__CUDACC__)
+  FAPROBE_HOST_DEVICE T& operator[](std::size_t i) const { return data_[i]; }
+#else
+  SharedRef<T> operator[](std::size_t i) const {
     detail::check_index("shared", "shared memory", i, size_);
-    return data_[i];
+    return SharedRef<T>(data_ + i);
   }
+#endif
   FAPROBE_HOST_DEVICE std::size_t size() const { return size_; }
   FAPROBE_HOST_DEVICE T* data() const { return data_; }
 

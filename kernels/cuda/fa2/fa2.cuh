@@ -93,6 +93,7 @@ enum class Defect {
   no_rescale,          // O is not multiplied by e^{m − m_new} when the row max grows
   causal_off_by_one,   // the causal mask lets each row see one key past its diagonal
   missing_barrier,     // no barrier between the K tile's copies and the warps that read it
+  no_cp_async_wait,    // no cp.async.wait_group before the barrier: the tile is read before the copies land
   // Outputs left unwritten, which only the NaN poison of a checked run shows (kernel_implementation.hpp):
   writes_nothing,         // every CTA returns at once: neither O nor the LSE is written
   skip_last_query_block,  // the CTA of the last query block returns at once (a grid one CTA short)
@@ -162,7 +163,8 @@ FAPROBE_DEVICE void forward_body(const Params& p) {
   const std::size_t warp_q_rows = T::q_offset + std::size_t{warp} * T::rows_per_warp * T::row_stride * 2;
   for (int key_block = 0; key_block < key_blocks; ++key_block) {
     const int key0 = key_block * T::block_k;
-    isa::cp_async_wait_group<0>();  // this thread's copies of K_j (and of Q) have landed
+    if constexpr (kDefect != Defect::no_cp_async_wait)
+      isa::cp_async_wait_group<0>();  // this thread's copies of K_j (and of Q) have landed
     if constexpr (kDefect != Defect::missing_barrier) {
       // Every thread's copies have landed before any warp reads the tile (ldmatrix reads rows other
       // threads copied), and every warp is done with V_{j-1}, whose buffer the next copy overwrites.

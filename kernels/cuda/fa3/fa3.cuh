@@ -144,6 +144,10 @@ enum class Defect {
   missing_expect_tx,  // the producer announces one K tile's bytes too few: the full barrier completes early
   never_released,     // the consumers never release a K stage: the producer's wait can never complete
   no_v_scale,         // e4m3: O is not multiplied by V's per-tensor scale
+  // Asynchronous hazards, which only the emulator's checks (or a GPU, by chance) show:
+  no_full_wait,           // from the second key block on, the consumers do not wait for K's "full" mbarrier
+  scores_read_in_flight,  // wgmma.wait_group<2> where <1> is needed: the softmax reads S_j while in flight
+  no_wgmma_fence,         // no wgmma.fence before the steady state's GEMMs
 };
 
 // The kernel's arguments: FA-2's, plus the tensor maps of Q, K and V (boxes of one column block by block_q or
@@ -387,16 +391,20 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
     }
     for (int j = 1; j < blocks; ++j, ++load) {
       const unsigned stage = stage_of(load), previous_stage = stage_of(load - 1);
-      isa::mbarrier_wait_parity(T::k_full + 8 * stage, parity_of(load));
+      if constexpr (kDefect != Defect::no_full_wait) isa::mbarrier_wait_parity(T::k_full + 8 * stage, parity_of(load));
       // This consumer's turn: S_j, then P_{j-1}·V_{j-1}, issued back to back.
       named_sync(my_turn, consumers);
-      isa::wgmma_fence();
+      if constexpr (kDefect != Defect::no_wgmma_fence) isa::wgmma_fence();
       issue_scores<Element, T, kDefect>(scores, consumer, T::k_offset + stage * T::k_tile_bytes);
       isa::mbarrier_wait_parity(T::v_full + 8 * previous_stage, parity_of(load - 1));
       issue_pv<Element, T>(output, p_frag, T::v_offset + previous_stage * T::v_tile_bytes);
       named_arrive(other_turn, consumers);
       // The softmax of S_j runs while P_{j-1}·V_{j-1} is still in flight.
-      isa::wgmma_wait_group<1>();
+      if constexpr (kDefect == Defect::scores_read_in_flight) {
+        isa::wgmma_wait_group<2>();
+      } else {
+        isa::wgmma_wait_group<1>();
+      }
       isa::wgmma_fence_operand(*reinterpret_cast<float (*)[T::block_k / 2]>(&scores[0][0][0]));
       if constexpr (kDefect != Defect::never_released) isa::mbarrier_arrive(T::k_empty + 8 * stage);
       float alpha[OnlineSoftmax::rows];
@@ -450,6 +458,11 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
       }
     }
   }
+  // Balance the pingpong: consumer 1 arrived at consumer0_turn once more than consumer 0 waited there (its
+  // arrival before the first tile). Consumer 0 takes that last turn, so no arrival is left pending when the
+  // CTA exits (the emulator requires named barriers to balance; it waits only for consumer 1 to have issued
+  // its last GEMMs).
+  if (consumer == 0) named_sync(NamedBarrier::consumer0_turn, consumers);
 }
 
 }  // namespace detail

@@ -17,13 +17,18 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
+#include <random>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "cuda/common/emu/race_detector.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define FAPROBE_EMU_ASAN 1
@@ -41,6 +46,16 @@ namespace {
 
 constexpr unsigned warp_size = 32;
 constexpr unsigned max_block_threads = 1024;  // as on every GPU since sm_20
+constexpr std::size_t shared_base_alignment = 1024;  // of the dynamic shared memory's base, as every 128B swizzle assumes
+// What an in-flight accumulator holds until its wgmma retires: a signalling NaN with a recognizable payload.
+// Copying it keeps its bits; any arithmetic on it gives a quiet NaN, other bits, so a value computed from
+// it and written back is seen at retirement.
+constexpr std::uint32_t accumulator_poison = 0x7f80deadu;
+constexpr unsigned uncommitted = ~0u;  // the group of an asynchronous operation not yet committed
+
+using detail::Access;
+using detail::Hazard;
+using detail::VectorClock;
 
 enum class FiberState { runnable, blocked, exited };
 enum class WaitKind { none, barrier, collective, mbarrier, warpgroup };
@@ -48,7 +63,7 @@ enum class CollectiveKind {
   shfl_idx, shfl_up, shfl_down, shfl_bfly, vote_ballot, vote_all, vote_any,
   mma_m16n8k16_f16, mma_m16n8k16_bf16,
   ldmatrix_x1, ldmatrix_x2, ldmatrix_x4, ldmatrix_x1_trans, ldmatrix_x2_trans, ldmatrix_x4_trans,
-  stmatrix_x1, stmatrix_x2, stmatrix_x4, stmatrix_x1_trans, stmatrix_x2_trans, stmatrix_x4_trans
+  stmatrix_x1, stmatrix_x2, stmatrix_x4, stmatrix_x1_trans, stmatrix_x2_trans, stmatrix_x4_trans, warp_sync
 };
 // Operand words per lane: a shuffle's value, source and clamp; mma.sync m16n8k16's 4 A, 2 B and 4 C registers.
 constexpr unsigned max_operand_words = 10;
@@ -80,6 +95,7 @@ const char* instruction_name(CollectiveKind kind) {
     case CollectiveKind::stmatrix_x1_trans: return "stmatrix.sync.aligned.m8n8.x1.trans.shared.b16";
     case CollectiveKind::stmatrix_x2_trans: return "stmatrix.sync.aligned.m8n8.x2.trans.shared.b16";
     case CollectiveKind::stmatrix_x4_trans: return "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16";
+    case CollectiveKind::warp_sync: return "bar.warp.sync";
   }
   return "?";
 }
@@ -104,6 +120,37 @@ void sanitizer_finish_switch(void* fake_stack_save, const void** old_bottom, std
 // Thrown at a blocked fiber's wait point when the launch is being abandoned, to unwind its stack.
 struct FiberCancelled {};
 
+// One thread's share of a wgmma in flight: where its accumulators go, what they will be, and the A registers
+// it passed (which must not change until it retires).
+struct InFlightWgmma {
+  unsigned group = uncommitted;
+  float* d = nullptr;
+  unsigned count = 0;
+  std::vector<float> result;
+  const std::uint32_t* a_registers = nullptr;
+  std::array<std::uint32_t, 4> a_at_issue{};
+  std::size_t operation = 0;  // index into the CTA's wgmma operations
+  bool superseded = false;    // a later wgmma on the same accumulators took its result as input
+};
+
+// A warpgroup's wgmma in flight: the shared byte ranges it reads until every thread has retired it.
+struct WgmmaOperation {
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;  // (offset, bytes)
+  unsigned retired = 0;
+};
+
+// An asynchronous copy into shared memory that has not landed yet, or has (tag: index + 1 in the CTA's table).
+struct AsyncCopy {
+  Access kind = Access::cp_async;  // cp_async or tma_load
+  unsigned thread = 0;             // the issuing thread
+  unsigned group = 0;              // cp.async: its commit group
+  std::size_t mbarrier = 0;        // TMA: the mbarrier and the phase (its index) whose completion lands it
+  std::uint64_t phase = 0;
+  std::uint32_t clock = 0;         // TMA: the issuer's clock when it was issued
+  std::vector<SharedChunk> chunks;
+  bool landed = false;
+};
+
 struct Fiber {
   ucontext_t context{};
   FiberState state = FiberState::runnable;
@@ -117,14 +164,19 @@ struct Fiber {
   CollectiveKind wait_collective = CollectiveKind::shfl_idx;
   std::uint32_t wait_mask = 0;
   Results collective_result{};  // written by the lane that completes the collective
-  unsigned cp_async_uncommitted = 0;  // cp.async copies issued since the last commit_group
-  unsigned cp_async_pending_groups = 0;  // committed groups not yet waited for (all complete at issue)
+  std::vector<std::uint32_t> cp_async_in_flight;  // tags of the thread's copies that have not landed
+  unsigned cp_async_committed = 0;                // groups committed so far; later copies are in this one
+  std::vector<InFlightWgmma> wgmma_in_flight;     // in issue order
+  unsigned wgmma_committed = 0;
+  bool wgmma_fenced = false;  // a wgmma.fence since the last wgmma.wait_group
 };
 
 struct Barrier {
   unsigned expected = 0;  // threads, fixed by the first arrival
   unsigned arrived = 0;
-  std::vector<unsigned> waiters;
+  unsigned arrive_only = 0;       // arrivals by bar.arrive, which release without waiting
+  std::vector<unsigned> waiters;  // threads in bar.sync, blocked
+  VectorClock clock;              // the round's releases (race detector), allocated when first needed
 };
 
 // An mbarrier's state (emu::mbarrier_init), by shared offset.
@@ -134,6 +186,9 @@ struct MBarrier {
   std::int64_t pending_tx = 0;      // transaction bytes still expected in the current phase
   std::uint64_t completed = 0;      // phases completed; the current phase's parity is completed % 2
   std::vector<unsigned> waiters;    // fibers blocked until the current phase completes
+  VectorClock phase_clock;          // the current phase's releases (race detector), allocated when needed
+  VectorClock completed_clock;      // the last completed phase's, acquired by a wait that sees it complete
+  std::vector<std::uint32_t> landing;  // TMA loads that land when the current phase completes
 };
 
 // One warp-collective instruction in flight: the operands of every lane that has arrived.
@@ -223,8 +278,13 @@ class FiberStacks {
 };
 
 struct AlignedDelete {
-  void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{128}); }
+  void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{shared_base_alignment}); }
 };
+
+// The schedule and checks overrides of ScopedSchedule and ScopedChecks, for the process (a test sets them and
+// may launch from another OS thread, as its deadline runner does).
+std::optional<std::uint64_t> scoped_schedule;
+int scoped_checks = -1;  // -1: none, 0: off, 1: on
 
 class Launch;
 thread_local Launch* current_launch = nullptr;
@@ -242,7 +302,11 @@ class Launch {
         warps_((thread_count_ + warp_size - 1) / warp_size),
         warpgroups_((thread_count_ + warpgroup_size - 1) / warpgroup_size),
         shared_(static_cast<std::byte*>(::operator new(std::max<std::size_t>(config.shared_bytes, 1),
-                                                       std::align_val_t{128}))) {
+                                                       std::align_val_t{shared_base_alignment}))),
+        detector_(thread_count_, config.shared_bytes, checks_enabled()),
+        seed_(effective_schedule_seed(config.schedule_seed)),
+        random_(seed_),
+        order_(thread_count_) {
     for (unsigned i = 0; i < thread_count_; ++i) {
       fibers_[i].linear = i;
       fibers_[i].thread = {i % config.block.x, i / config.block.x % config.block.y,
@@ -256,12 +320,14 @@ class Launch {
 
   void run() {
     const Dim3& grid = config_.grid;
-    for (unsigned z = 0; z < grid.z; ++z)
-      for (unsigned y = 0; y < grid.y; ++y)
-        for (unsigned x = 0; x < grid.x; ++x) {
-          block_ = {x, y, z};
-          run_block();
-        }
+    std::vector<std::size_t> blocks(grid.count());
+    for (std::size_t i = 0; i < blocks.size(); ++i) blocks[i] = i;
+    if (seed_ != 0) std::shuffle(blocks.begin(), blocks.end(), random_);
+    for (const std::size_t linear : blocks) {
+      block_ = {static_cast<unsigned>(linear % grid.x), static_cast<unsigned>(linear / grid.x % grid.y),
+                static_cast<unsigned>(linear / (std::size_t{grid.x} * grid.y))};
+      run_block();
+    }
   }
 
   // --- What fibers call. ---
@@ -270,11 +336,91 @@ class Launch {
   const LaunchConfig& config() const { return config_; }
   const Dim3& block() const { return block_; }
 
-  std::string location() const {
+  std::string location() const { return location_of(running_); }
+  std::string location_of(unsigned thread) const {
     return fmt::format("kernel '{}' block {} thread {}", config_.kernel_name, format_dim(block_),
-                       format_dim(fibers_[running_].thread));
+                       format_dim(fibers_[thread].thread));
   }
   [[noreturn]] void fail_here(const std::string& what) const { throw EmulationError(location() + ": " + what); }
+
+  // --- The race detector's findings, in words (emulator.hpp, race_detector.hpp). ---
+  std::string describe_copy(std::uint32_t tag) const {
+    const AsyncCopy& copy = copies_.at(tag - 1);
+    if (copy.kind == Access::tma_load) {
+      const auto barrier = mbarriers_.find(copy.mbarrier);
+      const std::uint64_t phase = copy.phase;
+      return fmt::format("a TMA load (cp.async.bulk.tensor) issued by thread {}, which lands when phase {} of the "
+                         "mbarrier at shared offset {} completes ({})",
+                         format_dim(fibers_[copy.thread].thread), phase, copy.mbarrier,
+                         barrier == mbarriers_.end() ? std::string("that mbarrier is gone")
+                                                     : fmt::format("{} arrivals and {} transaction bytes pending",
+                                                                   barrier->second.pending_arrivals,
+                                                                   barrier->second.pending_tx));
+    }
+    return fmt::format("a cp.async issued by thread {} in its commit group {}, which lands when a "
+                       "cp.async.wait_group of that thread covers the group",
+                       format_dim(fibers_[copy.thread].thread), copy.group);
+  }
+
+  [[noreturn]] void report(const Hazard& hazard, unsigned thread) const {
+    const std::string where = location_of(thread);
+    const std::string other = format_dim(fibers_[hazard.other_thread].thread);
+    switch (hazard.kind) {
+      case Hazard::Kind::in_flight_copy:
+        throw EmulationError(fmt::format("{}: {} of shared byte offset {} before it has landed: the byte is the "
+                                         "destination of {}",
+                                         where, detail::access_name(hazard.access), hazard.offset,
+                                         describe_copy(hazard.tag)));
+      case Hazard::Kind::in_flight_wgmma_read:
+        throw EmulationError(fmt::format("{}: {} writes shared byte offset {} while a wgmma.mma_async in flight reads "
+                                         "it (no wgmma.wait_group has retired that wgmma in every thread of its "
+                                         "warpgroup)",
+                                         where, detail::access_name(hazard.access), hazard.offset));
+      case Hazard::Kind::missing_proxy_fence:
+        throw EmulationError(fmt::format("{}: {} (async proxy) reads shared byte offset {}, which thread {} wrote "
+                                         "with {} (generic proxy) and has executed no fence.proxy.async since",
+                                         where, detail::access_name(hazard.access), hazard.offset, other,
+                                         detail::access_name(hazard.other_access)));
+      case Hazard::Kind::race: break;
+    }
+    const char* hint = hazard.other_access == Access::tma_load
+                           ? " (the TMA load landed, but this thread has not waited on its mbarrier phase)"
+                           : "";
+    throw EmulationError(fmt::format("{}: race on shared memory byte offset {}: {} by this thread and {} by thread "
+                                     "{}{} are ordered by no barrier, named barrier, mbarrier phase or __syncwarp",
+                                     where, hazard.offset, detail::access_name(hazard.access),
+                                     detail::access_name(hazard.other_access), other, hint));
+  }
+  void check(const std::optional<Hazard>& hazard, unsigned thread) const {
+    if (hazard) report(*hazard, thread);
+  }
+
+  // A schedule other than the default also switches fibers at random at instruction-layer calls.
+  void maybe_yield() {
+    if (seed_ == 0 || random_() % 8 != 0) return;
+    Fiber& self = running();
+    void* fake_stack = nullptr;
+    sanitizer_start_switch(&fake_stack, scheduler_stack_bottom_, scheduler_stack_size_);
+    swapcontext(&self.context, &scheduler_);  // stays runnable
+    sanitizer_finish_switch(fake_stack, nullptr, nullptr);
+    if (cancelling_) throw FiberCancelled{};
+  }
+
+  void shared_access(const void* address, std::size_t bytes, bool write) {
+    maybe_yield();
+    const auto* byte = static_cast<const std::byte*>(address);
+    if (byte < shared_.get() || byte + bytes > shared_.get() + config_.shared_bytes)
+      fail_here("a shared-memory access outside the launch's shared memory");
+    const auto offset = static_cast<std::size_t>(byte - shared_.get());
+    const unsigned self = running_;
+    check(write ? detector_.write(self, offset, bytes, Access::write) : detector_.read(self, offset, bytes, Access::read),
+          self);
+  }
+
+  void fence_proxy_async() {
+    maybe_yield();
+    detector_.fence_proxy_async(running_);
+  }
 
   // Called first and last on every fiber, around the kernel body.
   void fiber_started() { sanitizer_finish_switch(nullptr, &scheduler_stack_bottom_, &scheduler_stack_size_); }
@@ -287,6 +433,7 @@ class Launch {
   }
 
   void barrier(unsigned id, unsigned thread_count, bool wait) {
+    maybe_yield();
     const char* instruction = wait ? "bar.sync" : "bar.arrive";
     if (id >= barrier_count) fail_here(fmt::format("{} {}: barrier ids are 0..{}", instruction, id, barrier_count - 1));
     if (thread_count != 0 && (thread_count % warp_size != 0 || thread_count > thread_count_))
@@ -302,17 +449,42 @@ class Launch {
       fail_here(fmt::format("{} {} expecting {} threads while {} threads wait there expecting {}", instruction, id,
                             expected, b.arrived, b.expected));
     }
+    Fiber& self = running();
+    if (!wait) {  // released now: the thread runs on
+      ++b.arrive_only;
+      if (detector_.enabled()) {
+        if (b.clock.empty()) b.clock = detector_.empty_clock();
+        detector_.release(self.linear, b.clock);
+      }
+    }
     if (++b.arrived == b.expected) {
-      for (unsigned waiter : b.waiters) release(fibers_[waiter]);
+      if (wait) b.waiters.push_back(self.linear);
+      complete_barrier(b);
+      for (unsigned waiter : b.waiters)
+        if (waiter != self.linear) release(fibers_[waiter]);
       b = Barrier{};
       return;
     }
     if (!wait) return;
-    Fiber& self = running();
     b.waiters.push_back(self.linear);
     self.wait = WaitKind::barrier;
     self.wait_barrier = id;
     suspend();
+  }
+
+  // Orders the round's accesses: a barrier that every thread of the CTA passes in bar.sync starts a new epoch
+  // of the race detector; any other round joins the releases of its threads (bar.arrive ones released at
+  // arrival; the bar.sync ones are blocked, so their state is as it was when they arrived) and every bar.sync
+  // thread acquires them.
+  void complete_barrier(Barrier& b) {
+    if (!detector_.enabled()) return;
+    if (b.expected == thread_count_ && b.arrive_only == 0) {
+      detector_.full_barrier();
+      return;
+    }
+    if (b.clock.empty()) b.clock = detector_.empty_clock();
+    for (unsigned waiter : b.waiters) detector_.release(waiter, b.clock);
+    for (unsigned waiter : b.waiters) detector_.acquire(waiter, b.clock);
   }
 
   // --- mbarrier (emulator.hpp). ---
@@ -325,6 +497,7 @@ class Launch {
   }
 
   void mbarrier_init(std::size_t offset, unsigned count) {
+    maybe_yield();
     (void)shared_memory(offset, 8, 8);
     if (count == 0 || count >= (1u << 20))
       fail_here(fmt::format("mbarrier.init at shared offset {}: count {} is outside 1..2^20 - 1", offset, count));
@@ -339,33 +512,56 @@ class Launch {
   }
 
   // Completes the current phase when nothing is pending: releases its waiters and starts the next phase.
+  // Completes the current phase when nothing is pending: lands its TMA loads, releases its waiters (who
+  // acquire the phase's releases) and starts the next phase.
   void mbarrier_complete_if_done(MBarrier& b) {
     if (b.pending_arrivals != 0 || b.pending_tx != 0) return;
     ++b.completed;
     b.pending_arrivals = b.count;
-    for (unsigned waiter : b.waiters) release(fibers_[waiter]);
+    b.completed_clock = std::move(b.phase_clock);
+    b.phase_clock.clear();
+    for (const std::uint32_t tag : b.landing) land(tag);
+    b.landing.clear();
+    for (unsigned waiter : b.waiters) {
+      if (!b.completed_clock.empty()) detector_.acquire(waiter, b.completed_clock);
+      release(fibers_[waiter]);
+    }
     b.waiters.clear();
   }
 
+  // A release by the running thread into the current phase of b (an arrival, or complete_tx).
+  void mbarrier_release(MBarrier& b) {
+    if (!detector_.enabled()) return;
+    if (b.phase_clock.empty()) b.phase_clock = detector_.empty_clock();
+    detector_.release(running_, b.phase_clock);
+  }
+
   void mbarrier_expect_tx(std::size_t offset, std::uint32_t tx_bytes) {
+    maybe_yield();
     MBarrier& b = mbarrier_at(offset, "mbarrier.expect_tx");
     b.pending_tx += tx_bytes;
   }
 
   unsigned mbarrier_arrive(std::size_t offset, std::uint32_t tx_bytes) {
+    maybe_yield();
     MBarrier& b = mbarrier_at(offset, tx_bytes > 0 ? "mbarrier.arrive.expect_tx" : "mbarrier.arrive");
     b.pending_tx += tx_bytes;
     const unsigned parity = static_cast<unsigned>(b.completed % 2);
     if (b.pending_arrivals == 0)  // every arrival of the phase is in, its transaction bytes are not yet: PTX's UB
       fail_here(fmt::format("mbarrier.arrive at shared offset {}: more arrivals than its count {}", offset, b.count));
     --b.pending_arrivals;
+    mbarrier_release(b);
     mbarrier_complete_if_done(b);
     return parity;
   }
 
   void mbarrier_complete_tx(std::size_t offset, std::uint32_t tx_bytes) {
-    MBarrier& b = mbarrier_at(offset, "complete_tx");
+    maybe_yield();
+    complete_tx(mbarrier_at(offset, "complete_tx"), tx_bytes);
+  }
+  void complete_tx(MBarrier& b, std::uint32_t tx_bytes) {
     b.pending_tx -= tx_bytes;
+    mbarrier_release(b);
     // PTX lets the tx-count go negative when the bytes land before the expect_tx; the phase completes only
     // when arrivals and bytes are both settled.
     mbarrier_complete_if_done(b);
@@ -374,12 +570,20 @@ class Launch {
   bool mbarrier_phase_done(const MBarrier& b, unsigned parity) const { return b.completed % 2 != (parity & 1u); }
 
   bool mbarrier_test_parity(std::size_t offset, unsigned parity) {
-    return mbarrier_phase_done(mbarrier_at(offset, "mbarrier.test_wait.parity"), parity);
+    maybe_yield();
+    const MBarrier& b = mbarrier_at(offset, "mbarrier.test_wait.parity");
+    const bool done = mbarrier_phase_done(b, parity);
+    if (done && !b.completed_clock.empty()) detector_.acquire(running_, b.completed_clock);
+    return done;
   }
 
   void mbarrier_wait_parity(std::size_t offset, unsigned parity) {
+    maybe_yield();
     MBarrier& b = mbarrier_at(offset, "mbarrier.try_wait.parity");
-    if (mbarrier_phase_done(b, parity)) return;
+    if (mbarrier_phase_done(b, parity)) {
+      if (!b.completed_clock.empty()) detector_.acquire(running_, b.completed_clock);
+      return;
+    }
     Fiber& self = running();
     b.waiters.push_back(self.linear);
     self.wait = WaitKind::mbarrier;
@@ -391,6 +595,7 @@ class Launch {
   // Enters the calling lane into the warp collective `kind` with its operand words; returns the lane's
   // result words once every lane of member_mask has arrived.
   Results collective(CollectiveKind kind, std::uint32_t member_mask, const Operands& operands) {
+    maybe_yield();
     Fiber& self = running();
     const unsigned lane = self.linear % warp_size;
     const std::uint32_t lane_bit = 1u << lane;
@@ -436,7 +641,13 @@ class Launch {
 
   // --- wgmma (emulator.hpp): a collective of the caller's warpgroup. ---
   void wgmma(const WgmmaCall& call) {
+    maybe_yield();
     Fiber& self = running();
+    if (!self.wgmma_fenced)
+      fail_here(fmt::format("{} without a wgmma.fence since the thread's last wgmma.wait_group (or its start): PTX "
+                            "requires wgmma.fence before the first wgmma.mma_async and between register accesses and "
+                            "a wgmma.mma_async that uses those registers",
+                            wgmma_name(call.shape)));
     if (thread_count_ % warpgroup_size != 0)
       fail_here(fmt::format("{} needs whole warpgroups of {} threads, but the CTA has {} threads", wgmma_name(call.shape),
                             warpgroup_size, thread_count_));
@@ -466,7 +677,7 @@ class Launch {
       suspend();
       return;
     }
-    wgmma_results(c);
+    wgmma_results(c, group);
     const unsigned base = group * warpgroup_size;
     for (unsigned t = 0; t < warpgroup_size; ++t)
       if (base + t != self.linear) release(fibers_[base + t]);
@@ -479,11 +690,13 @@ class Launch {
     return 0;
   }
 
-  // Element (row, k) of a wgmma operand in shared memory, as a float, bounds-checked.
+  // Element (row, k) of a wgmma operand in shared memory, as a float, bounds-checked; with the race detector
+  // on, its bytes are added to ranges.
   float wgmma_element(const WgmmaShape& shape, std::uint64_t descriptor, bool mn_major, unsigned row, unsigned k,
-                      char operand) const {
+                      char operand, std::vector<std::pair<std::size_t, std::size_t>>& ranges) const {
     const unsigned bytes = shape.input == WgmmaInput::e4m3 ? 1 : 2;
     const std::size_t offset = wgmma_element_offset(descriptor, mn_major, bytes, row, k);
+    if (detector_.enabled()) ranges.emplace_back(offset, bytes);
     if (offset + bytes > config_.shared_bytes)
       fail_here(fmt::format("{}: element ({}, {}) of {} at shared byte offset {} lies outside the launch's {} bytes of "
                             "shared memory (descriptor {:#018x})",
@@ -509,10 +722,12 @@ class Launch {
     }
   }
 
-  // Computes D for the whole warpgroup (run by its last thread to arrive). Layouts: isa_wgmma.hpp.
-  void wgmma_results(const WarpgroupCollective& c) {
+  // Computes D for the whole warpgroup (run by its last thread to arrive) into each thread's in-flight state,
+  // and poisons the accumulators until wgmma_wait_group retires it. Layouts: isa_wgmma.hpp.
+  void wgmma_results(const WarpgroupCollective& c, unsigned group) {
     const WgmmaCall& first = *c.calls[0];
     const WgmmaShape& shape = first.shape;
+    std::vector<std::pair<std::size_t, std::size_t>> ranges;
     const unsigned k_extent = shape.input == WgmmaInput::e4m3 ? 32 : 16;
     std::vector<float> a(64 * k_extent), b(std::size_t{shape.n} * k_extent);
     if (shape.a_in_registers) {
@@ -529,23 +744,68 @@ class Launch {
     } else {
       for (unsigned row = 0; row < 64; ++row)
         for (unsigned k = 0; k < k_extent; ++k)
-          a[row * k_extent + k] = wgmma_element(shape, first.desc_a, false, row, k, 'A');
+          a[row * k_extent + k] = wgmma_element(shape, first.desc_a, false, row, k, 'A', ranges);
     }
     for (unsigned n = 0; n < shape.n; ++n)
       for (unsigned k = 0; k < k_extent; ++k)
-        b[n * k_extent + k] = wgmma_element(shape, first.desc_b, shape.b_mn_major, n, k, 'B');
+        b[n * k_extent + k] = wgmma_element(shape, first.desc_b, shape.b_mn_major, n, k, 'B', ranges);
+    // The shared bytes it reads: written before the wgmma (as the completing thread sees it, with a
+    // fence.proxy.async after generic writes), and read until every thread of the warpgroup retires it.
+    const std::size_t operation = wgmma_operations_.size();
+    wgmma_operations_.emplace_back();
+    if (detector_.enabled()) {
+      std::sort(ranges.begin(), ranges.end());
+      std::vector<std::pair<std::size_t, std::size_t>> merged;
+      for (const auto& [offset, bytes] : ranges) {
+        if (!merged.empty() && merged.back().first + merged.back().second >= offset)
+          merged.back().second = std::max(merged.back().second, offset + bytes - merged.back().first);
+        else
+          merged.emplace_back(offset, bytes);
+      }
+      for (const auto& [offset, bytes] : merged) {
+        check(detector_.check_read(running_, offset, bytes, Access::wgmma), running_);
+        detector_.add_wgmma_readers(offset, bytes, +1);
+      }
+      wgmma_operations_[operation].ranges = std::move(merged);
+    }
+    const unsigned count = shape.n / 2;
     for (unsigned t = 0; t < warpgroup_size; ++t) {
       const unsigned warp = t / warp_size;
       const unsigned lane = t % warp_size;
-      float* d = c.calls[t]->d;
-      for (unsigned i = 0; i < shape.n / 2; ++i) {
+      const WgmmaCall& call = *c.calls[t];
+      Fiber& fiber = fibers_[group * warpgroup_size + t];
+      // A wgmma in flight on the same accumulators is chained: its result is this one's input.
+      InFlightWgmma* previous = nullptr;
+      for (InFlightWgmma& w : fiber.wgmma_in_flight) {
+        if (w.superseded) continue;
+        const bool overlaps = w.d < call.d + count && call.d < w.d + w.count;
+        if (!overlaps) continue;
+        if (w.d != call.d || w.count != count)
+          throw EmulationError(location_of(fiber.linear) + ": " + wgmma_name(shape) +
+                               ": its accumulators overlap those of a wgmma in flight without being the same registers");
+        previous = &w;
+      }
+      InFlightWgmma next;
+      next.d = call.d;
+      next.count = count;
+      next.operation = operation;
+      next.result.resize(count);
+      if (shape.a_in_registers) {
+        next.a_registers = call.a_registers;
+        std::copy(call.a_registers, call.a_registers + 4, next.a_at_issue.begin());
+      }
+      for (unsigned i = 0; i < count; ++i) {
         const unsigned j = i / 4, h = (i / 2) % 2, column = i % 2;
         const unsigned row = 16 * warp + lane / 4 + 8 * h;
         const unsigned col = 8 * j + 2 * (lane % 4) + column;
-        float acc = first.accumulate ? d[i] : 0.0f;
+        float acc = 0.0f;
+        if (first.accumulate) acc = previous != nullptr ? previous->result[i] : call.d[i];
         for (unsigned k = 0; k < k_extent; ++k) acc += a[row * k_extent + k] * b[col * k_extent + k];
-        d[i] = acc;
+        next.result[i] = acc;
       }
+      if (previous != nullptr) previous->superseded = true;
+      for (unsigned i = 0; i < count; ++i) std::memcpy(&call.d[i], &accumulator_poison, sizeof(float));
+      fiber.wgmma_in_flight.push_back(std::move(next));
     }
   }
 
@@ -570,8 +830,160 @@ class Launch {
                             instruction_name(kind), lane, offset, offset + 16, config_.shared_bytes));
   }
 
-  // cp.async group bookkeeping of the running thread.
-  Fiber& async_state() { return running(); }
+  // --- Asynchronous copies (emulator.hpp): issued now, landed later. ---
+  std::uint32_t add_copy(AsyncCopy copy) {
+    copies_.push_back(std::move(copy));
+    return static_cast<std::uint32_t>(copies_.size());
+  }
+
+  // Writes a copy's bytes into shared memory and records them as written by its issuer.
+  void land(std::uint32_t tag) {
+    AsyncCopy& copy = copies_[tag - 1];
+    if (copy.landed) return;
+    copy.landed = true;
+    const std::uint32_t clock = copy.kind == Access::tma_load ? copy.clock : detector_.clock(copy.thread);
+    for (const SharedChunk& chunk : copy.chunks) {
+      std::memcpy(shared_.get() + chunk.offset, chunk.data, chunk.bytes);
+      detector_.set_in_flight_copy(chunk.offset, chunk.bytes, 0);
+      detector_.record_write(copy.thread, clock, chunk.offset, chunk.bytes, copy.kind);
+    }
+    copy.chunks.clear();
+    copy.chunks.shrink_to_fit();
+  }
+
+  void cp_async(std::size_t offset, const void* source, std::size_t bytes) {
+    maybe_yield();
+    if (bytes != 4 && bytes != 8 && bytes != 16)
+      fail_here(fmt::format("cp.async of {} bytes: PTX allows 4, 8 and 16", bytes));
+    if (reinterpret_cast<std::uintptr_t>(source) % bytes != 0)
+      fail_here(fmt::format("cp.async of {} bytes from a global address not aligned to {} bytes", bytes, bytes));
+    std::byte* destination = shared_memory(offset, bytes, bytes);
+    Fiber& self = running();
+    check(detector_.check_write(self.linear, offset, bytes, Access::cp_async), self.linear);
+    AsyncCopy copy;
+    copy.kind = Access::cp_async;
+    copy.thread = self.linear;
+    copy.group = self.cp_async_committed;
+    SharedChunk chunk;
+    chunk.offset = offset;
+    chunk.bytes = bytes;
+    std::memcpy(chunk.data, source, bytes);  // the source is read at issue
+    copy.chunks.push_back(chunk);
+    const std::uint32_t tag = add_copy(std::move(copy));
+    std::memset(destination, 0xFF, bytes);  // poison until it lands
+    detector_.set_in_flight_copy(offset, bytes, tag);
+    self.cp_async_in_flight.push_back(tag);
+  }
+
+  void cp_async_commit_group() {
+    maybe_yield();
+    ++running().cp_async_committed;  // an empty group is allowed
+  }
+
+  // Lands the running thread's copies whose group is committed and older than its newest pending_groups.
+  void cp_async_wait_group(unsigned pending_groups) {
+    maybe_yield();
+    Fiber& self = running();
+    if (self.cp_async_committed <= pending_groups) return;
+    const unsigned complete_below = self.cp_async_committed - pending_groups;
+    std::vector<std::uint32_t> still_in_flight;
+    for (const std::uint32_t tag : self.cp_async_in_flight) {
+      if (copies_[tag - 1].group < complete_below) land(tag);
+      else still_in_flight.push_back(tag);
+    }
+    self.cp_async_in_flight = std::move(still_in_flight);
+  }
+
+  // A TMA load (tma.cpp): checked as a write by the issuing thread now, poison until its phase completes.
+  void land_async_copy(std::size_t mbarrier_offset, const SharedChunk* chunks, std::size_t count, std::uint32_t tx_bytes) {
+    maybe_yield();
+    MBarrier& b = mbarrier_at(mbarrier_offset, "cp.async.bulk.tensor");
+    const unsigned self = running_;
+    for (std::size_t i = 0; i < count; ++i) check(detector_.check_write(self, chunks[i].offset, chunks[i].bytes, Access::tma_load), self);
+    AsyncCopy copy;
+    copy.kind = Access::tma_load;
+    copy.thread = self;
+    copy.mbarrier = mbarrier_offset;
+    copy.phase = b.completed;
+    copy.clock = detector_.clock(self);  // the clock complete_tx below releases
+    copy.chunks.assign(chunks, chunks + count);
+    const std::uint32_t tag = add_copy(std::move(copy));
+    for (std::size_t i = 0; i < count; ++i) {
+      std::memset(shared_.get() + chunks[i].offset, 0xFF, chunks[i].bytes);
+      detector_.set_in_flight_copy(chunks[i].offset, chunks[i].bytes, tag);
+    }
+    b.landing.push_back(tag);
+    complete_tx(b, tx_bytes);
+  }
+
+  void async_proxy_read(std::size_t offset, std::size_t bytes) {
+    maybe_yield();
+    check(detector_.read(running_, offset, bytes, Access::tma_store), running_);
+  }
+
+  // --- wgmma's asynchrony (emulator.hpp). ---
+  void wgmma_fence() {
+    maybe_yield();
+    running().wgmma_fenced = true;
+  }
+  void wgmma_commit_group() {
+    maybe_yield();
+    Fiber& self = running();
+    for (InFlightWgmma& w : self.wgmma_in_flight)
+      if (w.group == uncommitted) w.group = self.wgmma_committed;
+    ++self.wgmma_committed;
+  }
+  void wgmma_wait_group(unsigned pending_groups) {
+    maybe_yield();
+    Fiber& self = running();
+    self.wgmma_fenced = false;
+    const unsigned committed = self.wgmma_committed;
+    std::vector<InFlightWgmma> still_in_flight;
+    for (InFlightWgmma& w : self.wgmma_in_flight) {
+      if (w.group == uncommitted || w.group + pending_groups >= committed) {
+        still_in_flight.push_back(std::move(w));
+        continue;
+      }
+      retire(self, w);
+    }
+    self.wgmma_in_flight = std::move(still_in_flight);
+  }
+
+  void retire(Fiber& self, InFlightWgmma& w) {
+    if (w.a_registers != nullptr && !std::equal(w.a_at_issue.begin(), w.a_at_issue.end(), w.a_registers))
+      fail_here("the A registers of a wgmma.mma_async changed before wgmma.wait_group retired it (PTX: registers "
+                "passed as A must not be modified while the wgmma is in flight)");
+    if (!w.superseded) {
+      for (unsigned i = 0; i < w.count; ++i) {
+        std::uint32_t bits = 0;
+        std::memcpy(&bits, &w.d[i], sizeof bits);
+        if (bits != accumulator_poison)
+          fail_here(fmt::format("accumulator register d[{}] of a wgmma.mma_async in flight was written (or read and "
+                                "written back) before wgmma.wait_group retired it",
+                                i));
+      }
+      std::memcpy(w.d, w.result.data(), w.count * sizeof(float));
+    }
+    WgmmaOperation& operation = wgmma_operations_[w.operation];
+    if (++operation.retired < warpgroup_size) return;
+    for (const auto& [offset, bytes] : operation.ranges) {
+      detector_.add_wgmma_readers(offset, bytes, -1);
+      detector_.record_read(self.linear, detector_.clock(self.linear), offset, bytes, Access::wgmma);
+    }
+    operation.ranges.clear();
+    operation.ranges.shrink_to_fit();
+  }
+
+  // A thread's kernel body has returned: its copies land (nothing can be ordered after them), and wgmma in
+  // flight is an error (its accumulators and shared reads outlive the thread).
+  void thread_finished() {
+    Fiber& self = running();
+    for (const std::uint32_t tag : self.cp_async_in_flight) land(tag);
+    self.cp_async_in_flight.clear();
+    if (!self.wgmma_in_flight.empty())
+      fail_here(fmt::format("the thread exits with {} wgmma.mma_async in flight: no wgmma.wait_group retired them",
+                            self.wgmma_in_flight.size()));
+  }
 
   std::byte* shared_memory(std::size_t offset, std::size_t size, std::size_t alignment) const {
     if (alignment == 0 || offset % alignment != 0)
@@ -599,7 +1011,8 @@ class Launch {
       case CollectiveKind::stmatrix_x4:
       case CollectiveKind::stmatrix_x1_trans:
       case CollectiveKind::stmatrix_x2_trans:
-      case CollectiveKind::stmatrix_x4_trans: stmatrix_results(c); return;
+      case CollectiveKind::stmatrix_x4_trans: stmatrix_results(c, warp_base); return;
+      case CollectiveKind::warp_sync: warp_sync_results(c, warp_base); return;
       default: break;
     }
     for (unsigned l = 0; l < warp_size; ++l) {
@@ -703,6 +1116,8 @@ class Launch {
       for (unsigned r = 0; r < 8; ++r) {
         const Operands& op = c.operands[8 * i + r];
         const std::size_t offset = std::size_t{op[0]} | (std::size_t{op[1]} << 32);  // checked at arrival
+        // The row is read on behalf of the lane that supplied its address.
+        check(detector_.read(warp_base + 8 * i + r, offset, sizeof m[r], Access::ldmatrix), warp_base + 8 * i + r);
         std::memcpy(m[r], shared_.get() + offset, sizeof m[r]);
       }
       for (unsigned lane = 0; lane < warp_size; ++lane) {
@@ -718,7 +1133,7 @@ class Launch {
   // stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16, PTX ISA "stmatrix": ldmatrix in reverse. Row r of
   // matrix i goes to the address in lane 8i + r (operands 0-1); lane l's register i (operand 2 + i) holds
   // (row l/4, cols 2(l%4) and +1) of matrix i, or with .trans (rows 2(l%4) and +1, col l/4).
-  void stmatrix_results(const Collective& c) {
+  void stmatrix_results(const Collective& c, unsigned warp_base) {
     unsigned matrices = 1;
     if (c.kind == CollectiveKind::stmatrix_x2 || c.kind == CollectiveKind::stmatrix_x2_trans) matrices = 2;
     if (c.kind == CollectiveKind::stmatrix_x4 || c.kind == CollectiveKind::stmatrix_x4_trans) matrices = 4;
@@ -743,9 +1158,20 @@ class Launch {
       for (unsigned r = 0; r < 8; ++r) {
         const Operands& op = c.operands[8 * i + r];
         const std::size_t offset = std::size_t{op[0]} | (std::size_t{op[1]} << 32);  // checked at arrival
+        check(detector_.write(warp_base + 8 * i + r, offset, sizeof m[r], Access::stmatrix), warp_base + 8 * i + r);
         std::memcpy(shared_.get() + offset, m[r], sizeof m[r]);
       }
     }
+  }
+
+  // bar.warp.sync: every member lane releases, then acquires what all of them released.
+  void warp_sync_results(const Collective& c, unsigned warp_base) {
+    if (!detector_.enabled()) return;
+    VectorClock joined = detector_.empty_clock();
+    for (unsigned l = 0; l < warp_size; ++l)
+      if ((c.member_mask & (1u << l)) != 0) detector_.release(warp_base + l, joined);
+    for (unsigned l = 0; l < warp_size; ++l)
+      if ((c.member_mask & (1u << l)) != 0) detector_.acquire(warp_base + l, joined);
   }
 
   // The result for `lane`. Shuffles: PTX ISA "shfl.sync" (9.7.8.6 in ISA 7.x), the source lane j and whether it is in range
@@ -811,6 +1237,9 @@ class Launch {
     std::memset(shared_.get(), 0xFF, config_.shared_bytes);  // poison: every float and double reads as NaN
     for (Barrier& b : barriers_) b = Barrier{};
     mbarriers_.clear();
+    copies_.clear();
+    wgmma_operations_.clear();
+    detector_.begin_cta();
     for (Warp& w : warps_) w.open.clear();
     for (WarpgroupCollective& g : warpgroups_) g = WarpgroupCollective{};
     for (unsigned i = 0; i < thread_count_; ++i) {
@@ -818,17 +1247,22 @@ class Launch {
       fiber.state = FiberState::runnable;
       fiber.started = false;
       fiber.wait = WaitKind::none;
-      fiber.cp_async_uncommitted = 0;
-      fiber.cp_async_pending_groups = 0;
+      fiber.cp_async_in_flight.clear();
+      fiber.cp_async_committed = 0;
+      fiber.wgmma_in_flight.clear();
+      fiber.wgmma_committed = 0;
+      fiber.wgmma_fenced = false;
       getcontext(&fiber.context);
       fiber.context.uc_stack.ss_sp = stacks_.stack(i);
       fiber.context.uc_stack.ss_size = stacks_.stack_bytes();
       fiber.context.uc_link = &scheduler_;
       makecontext(&fiber.context, fiber_entry, 0);
     }
+    for (unsigned i = 0; i < thread_count_; ++i) order_[i] = i;
     for (;;) {
       bool progressed = false;
-      for (unsigned i = 0; i < thread_count_; ++i) {
+      if (seed_ != 0) std::shuffle(order_.begin(), order_.end(), random_);
+      for (const unsigned i : order_) {
         if (fibers_[i].state != FiberState::runnable) continue;
         resume(i);
         progressed = true;
@@ -838,6 +1272,7 @@ class Launch {
                                           [](const Fiber& f) { return f.state == FiberState::exited; });
       if (all_exited) {
         check_transaction_bytes_settled();
+        check_barriers_balanced();
         return;
       }
       if (!progressed) abandon_block(deadlock_message());
@@ -855,6 +1290,21 @@ class Launch {
                                          "transaction bytes pending: the bytes its expect_tx announced and those its "
                                          "copies delivered disagree",
                                          config_.kernel_name, format_dim(block_), offset, b.pending_tx));
+  }
+
+  // At the end of a CTA no named barrier may hold arrivals: a bar.arrive that no bar.sync ever matched
+  // means the producer and consumer counts disagree (on the GPU the next round of that barrier, in a loop
+  // or a persistent CTA's next tile, would complete early).
+  void check_barriers_balanced() const {
+    for (unsigned id = 0; id < barrier_count; ++id) {
+      const Barrier& b = barriers_[id];
+      if (b.arrived != 0)
+        throw EmulationError(fmt::format("kernel '{}' block {}: named barrier {} ends the CTA with {} of its {} "
+                                         "threads arrived ({} of them by bar.arrive): its arrivals and waits do not "
+                                         "balance",
+                                         config_.kernel_name, format_dim(block_), id, b.arrived, b.expected,
+                                         b.arrive_only));
+    }
   }
 
   // Unwinds every suspended fiber of the CTA, then throws message on the caller's side.
@@ -933,6 +1383,12 @@ class Launch {
   std::array<Barrier, barrier_count> barriers_{};
   std::map<std::size_t, MBarrier> mbarriers_;  // by shared offset, for the current CTA
   std::unique_ptr<std::byte, AlignedDelete> shared_;
+  detail::RaceDetector detector_;
+  std::vector<AsyncCopy> copies_;                  // the current CTA's asynchronous copies, by tag - 1
+  std::vector<WgmmaOperation> wgmma_operations_;  // the current CTA's wgmma operations
+  std::uint64_t seed_;                             // 0: the default schedule
+  std::mt19937_64 random_;
+  std::vector<unsigned> order_;                    // the order of one scheduler round
   ucontext_t scheduler_{};
   const void* scheduler_stack_bottom_ = nullptr;  // the calling thread's stack, for the sanitizer
   std::size_t scheduler_stack_size_ = 0;
@@ -949,6 +1405,7 @@ void fiber_entry() {
   launch.fiber_started();
   try {
     launch.body()();
+    launch.thread_finished();
   } catch (const FiberCancelled&) {
     // the launch is abandoned; the stack is unwound
   } catch (const EmulationError& e) {
@@ -1078,25 +1535,65 @@ void ldmatrix(unsigned matrices, bool transpose, std::size_t row_offset_bytes, s
 }
 
 void cp_async(std::size_t shared_offset_bytes, const void* source, std::size_t bytes) {
-  Launch& launch = running_launch("cp.async");
-  if (bytes != 4 && bytes != 8 && bytes != 16)
-    launch.fail_here(fmt::format("cp.async of {} bytes: PTX allows 4, 8 and 16", bytes));
-  if (reinterpret_cast<std::uintptr_t>(source) % bytes != 0)
-    launch.fail_here(fmt::format("cp.async of {} bytes from a global address not aligned to {} bytes", bytes, bytes));
-  std::memcpy(launch.shared_memory(shared_offset_bytes, bytes, bytes), source, bytes);  // completes at issue
-  ++launch.async_state().cp_async_uncommitted;
+  running_launch("cp.async").cp_async(shared_offset_bytes, source, bytes);
 }
-
-void cp_async_commit_group() {
-  Fiber& fiber = running_launch("cp.async.commit_group").async_state();
-  fiber.cp_async_uncommitted = 0;  // an empty group is allowed
-  ++fiber.cp_async_pending_groups;
-}
-
+void cp_async_commit_group() { running_launch("cp.async.commit_group").cp_async_commit_group(); }
 void cp_async_wait_group(unsigned pending_groups) {
-  Fiber& fiber = running_launch("cp.async.wait_group").async_state();
-  // Every copy has completed at issue; only the count of groups that could still be pending changes.
-  fiber.cp_async_pending_groups = std::min(fiber.cp_async_pending_groups, pending_groups);
+  running_launch("cp.async.wait_group").cp_async_wait_group(pending_groups);
+}
+
+void sync_warp(std::uint32_t member_mask) {
+  (void)running_launch("bar.warp.sync").collective(CollectiveKind::warp_sync, member_mask, {});
+}
+void fence_proxy_async() { running_launch("fence.proxy.async").fence_proxy_async(); }
+
+void wgmma_fence() { running_launch("wgmma.fence").wgmma_fence(); }
+void wgmma_commit_group() { running_launch("wgmma.commit_group").wgmma_commit_group(); }
+void wgmma_wait_group(unsigned pending_groups) { running_launch("wgmma.wait_group").wgmma_wait_group(pending_groups); }
+
+void shared_access(const void* address, std::size_t bytes, bool write) {
+  running_launch("a shared-memory access").shared_access(address, bytes, write);
+}
+void land_async_copy(std::size_t mbarrier_offset, const SharedChunk* chunks, std::size_t count, std::uint32_t tx_bytes) {
+  running_launch("cp.async.bulk.tensor").land_async_copy(mbarrier_offset, chunks, count, tx_bytes);
+}
+void async_proxy_read(std::size_t offset, std::size_t bytes) {
+  running_launch("cp.async.bulk.tensor").async_proxy_read(offset, bytes);
+}
+
+ScopedSchedule::ScopedSchedule(std::uint64_t seed)
+    : previous_(scoped_schedule.value_or(0)), had_previous_(scoped_schedule.has_value()) {
+  scoped_schedule = seed;
+}
+ScopedSchedule::~ScopedSchedule() {
+  if (had_previous_) scoped_schedule = previous_;
+  else scoped_schedule.reset();
+}
+ScopedChecks::ScopedChecks(bool enabled) : previous_(scoped_checks) { scoped_checks = enabled ? 1 : 0; }
+ScopedChecks::~ScopedChecks() { scoped_checks = previous_; }
+
+std::uint64_t effective_schedule_seed(std::uint64_t config_seed) {
+  if (config_seed != 0) return config_seed;
+  if (scoped_schedule) return *scoped_schedule;
+  const char* text = std::getenv("FAPROBE_EMU_SCHEDULE");
+  if (text == nullptr || *text == '\0') return 0;
+  char* end = nullptr;
+  const unsigned long long seed = std::strtoull(text, &end, 10);
+  if (*end != '\0' || *text == '-')
+    throw EmulationError(fmt::format("FAPROBE_EMU_SCHEDULE={}: expected a schedule seed, a non-negative integer "
+                                     "(0: the default schedule)",
+                                     text));
+  return seed;
+}
+
+bool checks_enabled() {
+  if (scoped_checks >= 0) return scoped_checks == 1;
+  const char* text = std::getenv("FAPROBE_EMU_CHECKS");
+  if (text == nullptr || *text == '\0') return true;
+  const std::string value(text);
+  if (value == "on" || value == "1") return true;
+  if (value == "off" || value == "0") return false;
+  throw EmulationError(fmt::format("FAPROBE_EMU_CHECKS={}: expected on or off", value));
 }
 
 void wgmma(const WgmmaShape& shape, std::uint64_t desc_a, const std::uint32_t* a_registers, std::uint64_t desc_b,
@@ -1118,6 +1615,15 @@ std::size_t wgmma_element_offset(std::uint64_t descriptor, bool mn_major, unsign
                                      "(tiles aligned to their swizzle pattern)",
                                      current_location(), descriptor, base_offset));
   const unsigned swizzle_bits = mode == 0 ? 0 : 4 - mode;  // 128B: 3, 64B: 2, 32B: 1
+  // With base offset 0, a swizzled operand must start on a row of its swizzle pattern: address bits
+  // [7, 7 + B) zero (stepping K inside a row changes bits [4, 7) only). What hardware does otherwise is not
+  // verified, and no kernel needs it.
+  if (swizzle_bits != 0 && ((start >> 7) & ((std::size_t{1} << swizzle_bits) - 1)) != 0)
+    throw EmulationError(fmt::format("{}: wgmma descriptor {:#018x}: start address {} has nonzero swizzle row bits "
+                                     "[7, {}) with base offset 0 (a {}-byte swizzled operand must start at a multiple "
+                                     "of {} bytes plus an offset below 128)",
+                                     current_location(), descriptor, start, 7 + swizzle_bits, 16u << swizzle_bits,
+                                     128u << swizzle_bits));
   const std::size_t width = std::size_t{1} << swizzle_bits;  // W: 16-byte chunks per swizzled row
   const unsigned per_chunk = 16 / element_bytes;              // T: elements per 16 bytes
   std::size_t offset = 0;

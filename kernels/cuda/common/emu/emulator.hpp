@@ -1,25 +1,48 @@
 // The GPU emulator: runs a CUDA launch on the CPU so that kernels written on the instruction layer
 // (cuda/common/isa.hpp) can be verified on machines without a GPU.
 //
-// How it works: launch() runs the grid CTA by CTA in linear block order (x fastest). Each CTA's threads
-// are cooperative fibers (POSIX ucontext) on the calling OS thread, scheduled round robin: a fiber runs
-// until it blocks at a barrier or a warp collective, or exits. A barrier or collective completes when its
-// last participant arrives; that fiber releases the others and carries on. When no fiber can run and some
-// have not exited, the launch is deadlocked and launch() throws EmulationError naming the kernel, block,
-// the stuck threads and what each waits for. An exception thrown by a kernel body is caught at its
+// How it works: launch() runs the grid CTA by CTA, in linear block order (x fastest) by default. Each CTA's
+// threads are cooperative fibers (POSIX ucontext) on the calling OS thread, scheduled round robin: a fiber
+// runs until it blocks at a barrier or a warp collective, or exits. A barrier or collective completes when
+// its last participant arrives; that fiber releases the others and carries on. When no fiber can run and
+// some have not exited, the launch is deadlocked and launch() throws EmulationError naming the kernel,
+// block, the stuck threads and what each waits for. An exception thrown by a kernel body is caught at its
 // fiber's entry (it never unwinds across a context switch); the other fibers of the CTA are then resumed
 // with a cancellation that unwinds their stacks, and launch() throws EmulationError on the caller's side.
 //
+// The emulator as an adversary. A kernel that is right under one fixed schedule can still be wrong on the
+// GPU through races and timing, so the emulator looks for exactly those bugs:
+//   - Asynchronous results arrive late and are poison until then. A cp.async's bytes land in shared memory
+//     when the issuing thread's cp.async.wait_group covers its group; a TMA load's when the mbarrier phase
+//     its bytes complete does; a wgmma's accumulators when wgmma.wait_group retires it. Until then the
+//     destination holds poison (0xFF bytes, NaN; accumulators a NaN pattern), and with the checks on a read
+//     of it is reported naming the copy; so is a write to an in-flight accumulator, a change of the A
+//     registers of an in-flight wgmma, a write to shared memory an in-flight wgmma reads, a wgmma after a
+//     wgmma.wait_group without a wgmma.fence, and a thread that exits with wgmma in flight.
+//   - Every shared-memory access goes through the race detector (race_detector.hpp): two accesses from
+//     different threads, one a write, that no barrier, named barrier, mbarrier phase or __syncwarp orders,
+//     are reported with both threads and the byte; so is an async-proxy read (wgmma, TMA store) of generic
+//     writes without fence.proxy.async, and a named barrier left with arrivals pending at the CTA's end.
+//   - Schedules vary (LaunchConfig::schedule_seed, ScopedSchedule, FAPROBE_EMU_SCHEDULE=<seed>): with a
+//     seed other than 0, each round of the scheduler runs the runnable fibers in a freshly shuffled order,
+//     fibers also yield at random at instruction-layer calls, and the CTAs run in a shuffled order. Results
+//     must not depend on it.
+// FAPROBE_EMU_CHECKS=off (or ScopedChecks) turns the race detector and the named reports of early reads
+// off for speed; copies still land late and the poison stays, so an early read still shows as NaN.
+//
 // Deviations from hardware, on purpose: barriers count threads, not warps, so a thread that exits while
 // others wait at bar.sync is a deadlock (undefined behaviour in CUDA); warp collectives require every lane
-// of the member mask to arrive with the same mask and instruction, and report a mismatch at once. The
-// schedule is deterministic, so a missing barrier shows as a wrong result only when a thread reads data
-// that nobody has written yet: shared memory is filled with 0xFF bytes (a float NaN) at each CTA start.
+// of the member mask to arrive with the same mask and instruction, and report a mismatch at once. Only
+// bar.warp.sync (__syncwarp) orders the memory accesses of lanes of one warp; shuffles, votes and the
+// warp-wide matrix instructions do not. Reads of an in-flight accumulator are not seen as they happen
+// (registers are plain C++ variables): they read the NaN poison, and a value written back is reported when
+// the wgmma retires. Shared memory is filled with 0xFF bytes (a float NaN) at each CTA start.
 //
 // Costs: one stack per thread of a CTA (LaunchConfig::stack_bytes, default 256 KiB, mmap'd once per
 // launch with a guard page below each, committed only as touched), reused by every CTA; a fiber switch
 // is a swapcontext (~0.1-1 µs, it saves the signal mask), so a 1024-thread CTA costs ~2 switches per
-// thread per barrier. Verification, not speed.
+// thread per barrier; with the checks on, the race detector's costs (race_detector.hpp). Verification, not
+// speed.
 #pragma once
 
 #include <cstddef>
@@ -44,7 +67,39 @@ struct LaunchConfig {
   Dim3 block;                            // threads per CTA, at most 1024 as on the GPU
   std::size_t shared_bytes = 0;          // dynamic shared memory per CTA
   std::size_t stack_bytes = 256 * 1024;  // per-thread fiber stack
+  // 0: the default schedule (or ScopedSchedule's, or FAPROBE_EMU_SCHEDULE's); else the seed of a varied one.
+  std::uint64_t schedule_seed = 0;
 };
+
+// The schedule seed launches use when their LaunchConfig names none, while the object lives (tests run a
+// kernel under several schedules; for the process, not thread-safe: set it before launching); 0 restores
+// the default schedule.
+class ScopedSchedule {
+ public:
+  explicit ScopedSchedule(std::uint64_t seed);
+  ~ScopedSchedule();
+  ScopedSchedule(const ScopedSchedule&) = delete;
+  ScopedSchedule& operator=(const ScopedSchedule&) = delete;
+
+ private:
+  std::uint64_t previous_;
+  bool had_previous_;
+};
+// The same for the checks (race detector and named early-read reports), which FAPROBE_EMU_CHECKS=off
+// turns off by default.
+class ScopedChecks {
+ public:
+  explicit ScopedChecks(bool enabled);
+  ~ScopedChecks();
+  ScopedChecks(const ScopedChecks&) = delete;
+  ScopedChecks& operator=(const ScopedChecks&) = delete;
+
+ private:
+  int previous_;
+};
+// What a launch now would use: its seed (0 default) and whether the checks are on.
+std::uint64_t effective_schedule_seed(std::uint64_t config_seed);
+bool checks_enabled();
 
 // Every error the emulator detects: deadlocks, out-of-bounds accesses, misuse of an instruction, and an
 // exception escaping a kernel body. The message names the kernel, block and thread(s).
@@ -104,10 +159,11 @@ void mma_m16n8k16(MmaInput input, const std::uint32_t (&a)[4], const std::uint32
 void ldmatrix(unsigned matrices, bool transpose, std::size_t row_offset_bytes, std::uint32_t (&d)[4]);
 
 // --- Asynchronous copies: cp.async.cg.shared.global, cp.async.commit_group, cp.async.wait_group. ---
-// The copy of bytes (16 for .cg) from source to shared memory at offset_bytes completes at issue (DESIGN:
-// asynchronous copies complete at issue); the shared range is checked as by shared_memory() with 16-byte
-// alignment. Groups are counted per thread only so that commits and waits in any order are harmless: a
-// wait on a group that does not exist, or on copies never committed, returns at once, as on hardware.
+// cp_async reads the bytes (4, 8 or 16) of source at issue and checks the shared range as shared_memory()
+// does, with alignment to the copy's size; the destination holds 0xFF poison until the issuing thread's
+// cp_async_wait_group covers the copy's group, when the bytes land (PTX: the copies of a group are complete
+// once wait_group leaves at most N newer groups pending; copies never committed are not covered). Groups
+// are counted per thread: a wait on more groups than exist, or with nothing committed, returns at once.
 void cp_async(std::size_t shared_offset_bytes, const void* source, std::size_t bytes);
 void cp_async_commit_group();
 void cp_async_wait_group(unsigned pending_groups);
@@ -128,8 +184,9 @@ void mbarrier_expect_tx(std::size_t offset_bytes, std::uint32_t tx_bytes);
 // mbarrier.arrive.shared::cta.b64 (with .expect_tx when tx_bytes > 0: expect_tx first, then arrive). Returns
 // the parity of the phase the arrival counted in (the low bit of PTX's state token).
 unsigned mbarrier_arrive(std::size_t offset_bytes, std::uint32_t tx_bytes);
-// The complete-tx side of an asynchronous copy (cp.async.bulk with .mbarrier::complete_tx::bytes): the
-// copy's bytes have landed (they land at issue here), so the pending transaction bytes drop by tx_bytes.
+// The complete-tx side of an asynchronous copy (cp.async.bulk with .mbarrier::complete_tx::bytes), or
+// mbarrier.complete_tx by a thread standing in for one: the pending transaction bytes drop by tx_bytes. A
+// TMA load's bytes land when the phase they count in completes (land_async_copy).
 void mbarrier_complete_tx(std::size_t offset_bytes, std::uint32_t tx_bytes);
 // mbarrier.try_wait.parity in a loop (PTX's waiting idiom): returns once the phase of parity `parity` has
 // completed, i.e. at once unless the current phase has that parity, else when the current phase completes.
@@ -152,7 +209,14 @@ struct WgmmaShape {
 // the thread's 4 A registers (a_in_registers), d: its N/2 accumulators, read when accumulate and written.
 // Each element of D is accumulated in a fixed order in fp32, acc = (accumulate ? D : 0), then acc += A·B
 // for k = 0, 1, ..., K-1 (every product exact in fp32); hardware's order is unspecified, as for mma.sync.
-// Completes at issue. Every shared element read is checked against the launch's shared memory.
+// Every shared element read is checked against the launch's shared memory. Asynchronous, as on hardware:
+// the operands are read at issue (a wgmma on an accumulator still in flight takes the in-flight result, as
+// the tensor cores chain them), d holds a NaN poison pattern until wgmma_wait_group retires the wgmma's
+// group, and then receives D; shared bytes it reads count as read until then. A wgmma needs a wgmma_fence by
+// the thread since its last wgmma_wait_group (PTX: wgmma.fence orders earlier register accesses).
+void wgmma_fence();
+void wgmma_commit_group();
+void wgmma_wait_group(unsigned pending_groups);
 void wgmma(const WgmmaShape& shape, std::uint64_t desc_a, const std::uint32_t* a_registers, std::uint64_t desc_b,
            float* d, bool accumulate);
 // The shared-memory byte offset of element (row, k) of a wgmma operand: row is the M index of A or the N index
@@ -167,11 +231,37 @@ std::uint8_t e4m3_from_float(float value);
 // checks); r[i] is the lane's fragment of matrix i.
 void stmatrix(unsigned matrices, bool transpose, std::size_t row_offset_bytes, const std::uint32_t (&r)[4]);
 
+// --- Memory ordering. ---
+// bar.warp.sync (__syncwarp): the lanes of member_mask meet, and their memory accesses before it are ordered
+// before those after it.
+void sync_warp(std::uint32_t member_mask);
+// fence.proxy.async.shared::cta: the calling thread's earlier generic-proxy writes to shared memory are
+// ordered before later async-proxy accesses (wgmma, TMA) that synchronize with it.
+void fence_proxy_async();
+
 // --- Memory. ---
 // The CTA's dynamic shared memory from offset_bytes, size_bytes long; throws EmulationError when the range
 // exceeds LaunchConfig::shared_bytes or offset_bytes is not a multiple of alignment.
 std::byte* shared_memory(std::size_t offset_bytes, std::size_t size_bytes, std::size_t alignment);
 // Throws EmulationError "<location>: <space> access out of bounds: <name>[index], size <size>".
 [[noreturn]] void report_out_of_bounds(const char* space, const char* name, std::size_t index, std::size_t size);
+// A load (write false) or store by the running thread of bytes at address, which lies in the CTA's shared
+// memory (from shared_memory()): checked by the race detector and against in-flight copies (SharedSpan's
+// element accesses call it).
+void shared_access(const void* address, std::size_t bytes, bool write);
+
+// --- The copy engines' side (tma.cpp). ---
+// One piece of an asynchronous copy into shared memory: bytes (at most 16) of data for shared offset.
+struct SharedChunk {
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+  unsigned char data[16] = {};
+};
+// A TMA load issued by the running thread: its chunks (inside shared memory, checked by the caller) become
+// poison at once and land when the mbarrier phase that tx_bytes completes on (the current one) completes;
+// then tx_bytes complete_tx on the mbarrier at mbarrier_offset.
+void land_async_copy(std::size_t mbarrier_offset, const SharedChunk* chunks, std::size_t count, std::uint32_t tx_bytes);
+// An async-proxy read of shared memory by the running thread (a TMA store's source): checked as such.
+void async_proxy_read(std::size_t offset, std::size_t bytes);
 
 }  // namespace faprobe::emu

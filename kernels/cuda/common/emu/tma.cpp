@@ -1,7 +1,8 @@
 // The emulator's tensor copies (tma.hpp): the box gathered from global memory row by row into a dense
 // staging buffer (zeros outside the tensor), then scattered to shared memory chunk by chunk through the
 // swizzle; stores the reverse. Only emulator.hpp's public interface is used: shared_memory() for the range
-// and alignment checks, mbarrier_complete_tx() for the transaction bytes, current_location() for errors.
+// and alignment checks, land_async_copy() to deliver a load's chunks when its mbarrier phase completes (with
+// its transaction bytes), async_proxy_read() for a store's source, current_location() for errors.
 #include "cuda/common/emu/tma.hpp"
 
 #include <algorithm>
@@ -103,20 +104,21 @@ void tma_load(std::size_t shared_offset, const TensorMapParams& map, std::size_t
               const int* coords) {
   const std::string instruction = load_name(rank);
   const std::size_t bytes = checked_box_bytes(map, rank, instruction);
-  std::byte* shared = shared_box(map, shared_offset, bytes, instruction);
+  (void)shared_box(map, shared_offset, bytes, instruction);
   std::vector<std::byte> box(bytes, std::byte{0});  // out-of-bounds elements stay zero (OOB fill NONE)
   const auto* global = static_cast<const std::byte*>(map.base);
   for_each_in_bounds_run(map, rank, coords, [&](std::size_t dense, std::size_t global_offset, std::size_t run) {
     std::memcpy(box.data() + dense, global + global_offset, run);
   });
-  if (map.swizzle_bits == 0) {
-    std::memcpy(shared, box.data(), bytes);
-  } else {
-    for (std::size_t dense = 0; dense < bytes; dense += chunk_bytes)
-      std::memcpy(shared + shared_position(map, shared_offset, dense), box.data() + dense, chunk_bytes);
+  std::vector<SharedChunk> chunks((bytes + chunk_bytes - 1) / chunk_bytes);
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    const std::size_t dense = i * chunk_bytes;
+    chunks[i].offset = shared_offset + shared_position(map, shared_offset, dense);
+    chunks[i].bytes = std::min(chunk_bytes, bytes - dense);
+    std::memcpy(chunks[i].data, box.data() + dense, chunks[i].bytes);
   }
   // The whole box counts, out-of-bounds fill included, as on hardware; it fits in shared memory, so in 32 bits.
-  mbarrier_complete_tx(mbarrier_offset, static_cast<std::uint32_t>(bytes));
+  land_async_copy(mbarrier_offset, chunks.data(), chunks.size(), static_cast<std::uint32_t>(bytes));
 }
 
 void tma_store(const TensorMapParams& map, std::size_t shared_offset, int rank, const int* coords) {
@@ -124,11 +126,11 @@ void tma_store(const TensorMapParams& map, std::size_t shared_offset, int rank, 
   const std::size_t bytes = checked_box_bytes(map, rank, instruction);
   const std::byte* shared = shared_box(map, shared_offset, bytes, instruction);
   std::vector<std::byte> box(bytes);
-  if (map.swizzle_bits == 0) {
-    std::memcpy(box.data(), shared, bytes);
-  } else {
-    for (std::size_t dense = 0; dense < bytes; dense += chunk_bytes)
-      std::memcpy(box.data() + dense, shared + shared_position(map, shared_offset, dense), chunk_bytes);
+  for (std::size_t dense = 0; dense < bytes; dense += chunk_bytes) {
+    const std::size_t position = shared_position(map, shared_offset, dense);
+    const std::size_t run = std::min(chunk_bytes, bytes - dense);
+    async_proxy_read(shared_offset + position, run);
+    std::memcpy(box.data() + dense, shared + position, run);
   }
   // The map's pointer is const for the loads' sake; the tensor a store targets is writable device memory.
   auto* global = static_cast<std::byte*>(const_cast<void*>(map.base));

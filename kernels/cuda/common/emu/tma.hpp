@@ -15,17 +15,19 @@
 // as with hardware's CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE. Then each 16-byte chunk moves to its swizzled
 // position: with B swizzle bits (32B: 1, 64B: 2, 128B: 3) the byte at offset o of the CTA's dynamic shared
 // memory lands at swizzle_offset(o, B), i.e. bits [4, 4+B) of o XORed with bits [7, 7+B). Hardware swizzles
-// the shared address itself; the two agree when the dynamic shared memory starts 1024-byte aligned, and the
-// kernels keep each swizzled tile 1024-byte aligned from there (the pattern repeats every 1024 bytes). The
-// copy lands at issue (DESIGN.md: asynchronous copies complete at issue), then the box's bytes, out-of-bounds
-// fill included as hardware counts them, complete_tx on the mbarrier. A store is the reverse: it reads the
-// box from shared memory through the same swizzle and writes only the elements inside the tensor.
+// the shared address itself; the two agree when the dynamic shared memory starts 1024-byte aligned (the
+// emulator allocates it so), and the kernels keep each swizzled tile 1024-byte aligned from there (the
+// pattern repeats every 1024 bytes). The box's bytes, out-of-bounds fill included as hardware counts them,
+// complete_tx on the mbarrier at issue; the data itself lands when that mbarrier phase completes, and is
+// poison (0xFF) until then. A consumer must observe the phase (an mbarrier wait) before reading: the race
+// detector reports a read of a box that has not landed, or that has landed without the reader having
+// waited (emulator.hpp). A store is the reverse: it reads the box from shared memory (an async-proxy read,
+// checked as such) through the same swizzle and writes only the elements inside the tensor.
 //
-// Deviations from hardware: a copy lands at issue, so a consumer that forgets to wait on the mbarrier still
-// sees the data unless it runs before the producer issues; a store reads shared memory at issue, so
-// overwriting its source before cp.async.bulk.wait_group.read is not caught. With swizzling and a box row
-// (box[0] · element_bytes) narrower than the swizzle span, rows are packed densely before swizzling; the
-// kernels and probes use rows exactly one span wide, the case checked against the GPU.
+// Deviations from hardware: a store reads shared memory at issue, so overwriting its source before
+// cp.async.bulk.wait_group.read is not caught. With swizzling and a box row (box[0] · element_bytes)
+// narrower than the swizzle span, rows are packed densely before swizzling; the kernels and probes use rows
+// exactly one span wide, the case checked against the GPU.
 //
 // Costs: a copy of the box through a staging buffer plus one call per 16-byte chunk of arithmetic; a 64x64
 // bf16 tile (8 KiB) costs a few microseconds.
