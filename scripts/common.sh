@@ -30,6 +30,35 @@ faprobe_install_missing() {
 FAPROBE_PRESET="${FAPROBE_PRESET:-release}"
 faprobe_build_dir() { echo "$FAPROBE_ROOT/build/$FAPROBE_PRESET"; }  # each preset's binaryDir
 
+# The CuTe oracle test (tests/test_cute_oracle.cpp) compiles NVIDIA CuTe's layout definitions with the host
+# compiler. Its headers come from the nvidia-cutlass wheel on PyPI (py3-none-any, a zip), downloaded once into
+# build/tools/nvidia-cutlass and its include/ unpacked there (cutlass_library/source/include: cute/ and
+# cutlass/), where CMake's FAPROBE_CUTE_INCLUDE_DIR looks. 4.2 is the release the oracle was checked with.
+# Without the network the test still builds, and its tests skip with the reason.
+FAPROBE_CUTLASS_WHEEL="nvidia-cutlass==4.2.*"
+faprobe_cute_headers() {
+  local tools="$FAPROBE_ROOT/build/tools/nvidia-cutlass"
+  [ -f "$tools/cutlass_library/source/include/cute/tensor.hpp" ] && return 0
+  echo "faprobe: downloading CuTe's headers ($FAPROBE_CUTLASS_WHEEL from PyPI) into build/tools" >&2
+  rm -rf "$tools/wheel"
+  mkdir -p "$tools/wheel"
+  if ! python3 -m pip download --quiet --disable-pip-version-check --retries 2 --timeout 15 --no-deps --dest "$tools/wheel" \
+       "$FAPROBE_CUTLASS_WHEEL" >&2; then
+    echo "faprobe: could not download $FAPROBE_CUTLASS_WHEEL; test_cute_oracle's tests will skip" >&2
+    return 0
+  fi
+  python3 - "$tools" "$tools"/wheel/nvidia_cutlass-*.whl <<'PYTHON' >&2 ||
+import sys, zipfile
+destination, wheel = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as archive:
+    headers = [name for name in archive.namelist() if name.startswith("cutlass_library/source/include/")]
+    archive.extractall(destination, headers)
+print(f"faprobe: unpacked {len(headers)} header files of {wheel.rsplit('/', 1)[-1]}")
+PYTHON
+    echo "faprobe: could not unpack $FAPROBE_CUTLASS_WHEEL; test_cute_oracle's tests will skip" >&2
+  return 0
+}
+
 # faprobe_build [cmake --build args]: $FAPROBE_PRESET, configured on first use. FAPROBE_WERROR=ON in the
 # environment makes warnings errors; a user's build never fails on a warning, since one that only their
 # compiler or CPU gives is not theirs to fix. The build tree follows the setting.
@@ -39,7 +68,11 @@ faprobe_build() {
   [ "$FAPROBE_PRESET" = ci ] && werror=ON
   local cache
   cache="$(faprobe_build_dir)/CMakeCache.txt"
-  if [ ! -f "$cache" ] || ! grep -q "^FAPROBE_WERROR:BOOL=$werror\$" "$cache"; then
+  faprobe_cute_headers
+  # Configured again when CuTe's headers arrived after the last configure (the test then compiles them).
+  if [ ! -f "$cache" ] || ! grep -q "^FAPROBE_WERROR:BOOL=$werror\$" "$cache" ||
+     { [ -f "$FAPROBE_ROOT/build/tools/nvidia-cutlass/cutlass_library/source/include/cute/tensor.hpp" ] &&
+       grep -q '^FAPROBE_CUTE_STATUS:INTERNAL=headers missing$' "$cache"; }; then
     cmake --preset "$FAPROBE_PRESET" -DFAPROBE_WERROR="$werror" >&2
   fi
   cmake --build --preset "$FAPROBE_PRESET" -j "$(nproc)" "$@" >&2
