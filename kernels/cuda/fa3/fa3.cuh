@@ -159,6 +159,11 @@ struct Params {
   float output_scale = 1.0f;  // e4m3: V's scale, applied to O at the end; 1 otherwise
   int tiles = 0;              // query blocks · heads · batch
 };
+// The maps are 128-byte aligned members (isa::TensorMap, as CUtensorMap), so the struct is too, in host
+// memory and in the kernel's parameter space; kernel parameters are limited to 4 KiB (CUDA C++ Programming
+// Guide, "Function Parameters"; 32 KiB from CUDA 12.1 on Volta and newer, but 4 KiB everywhere).
+static_assert(alignof(Params) == alignof(isa::TensorMap) && sizeof(Params) <= 4096,
+              "Params is aligned as its tensor maps and fits the kernel parameter space");
 
 // An H200's SMs: the persistent grid's size under emulation (the device "emulated sm_90a" stands for).
 inline constexpr int kEmulatedSms = 132;
