@@ -654,6 +654,25 @@ FAPROBE_DEVICE void fence_mbarrier_init() {
 #endif
 }
 
+// The registers per thread that ptxas allots at entry to a kernel of __launch_bounds__(threads_per_cta,
+// ctas_per_sm) that uses setmaxnreg, which needs that count to be known (else it drops every setmaxnreg:
+// C7508): the SM's register file (64 Ki 32-bit registers on sm_80 and sm_90, CUDA C++ Programming Guide,
+// "Compute Capabilities") over the SM's threads rounded up to whole warpgroups (setmaxnreg's unit), rounded
+// down to the allocation unit of 8 registers per thread (256 per warp). Measured with ptxas 13 for sm_90a:
+// (384, 1): 168; (288, 1): 168; (192, 2): 168; (384, 2): 80; (576, 1) and (640, 1): 96. Two limits it does
+// not model: where this reaches 255 (256 threads per SM or fewer) or exceeds the largest setmaxnreg count of
+// the kernel, ptxas enters with that smaller count instead. A warp-specialized budget (FA-3's 128 · 24 +
+// 256 · 240) must add up to the CTA's threads times this, or setmaxnreg.inc waits for registers that the
+// other warpgroups never free; tests/test_static_checks.cpp checks the count ptxas chose.
+inline constexpr unsigned register_file_per_sm = 65536;
+inline constexpr unsigned register_allocation_unit = 8;
+constexpr unsigned registers_at_entry(unsigned threads_per_cta, unsigned ctas_per_sm) {
+  const unsigned threads_per_sm = (threads_per_cta * ctas_per_sm + 127) / 128 * 128;
+  return register_file_per_sm / threads_per_sm / register_allocation_unit * register_allocation_unit;
+}
+static_assert(registers_at_entry(384, 1) == 168 && registers_at_entry(384, 2) == 80 && registers_at_entry(576, 1) == 96,
+              "the counts ptxas was measured to allot");
+
 // --- setmaxnreg: PTX ISA "setmaxnreg" (sm_90a): the warpgroup's registers per thread become Count, a
 // multiple of 8 in 24..256; .inc waits until the registers are free, .dec releases them (a producer
 // warpgroup gives its registers to the consumers). Every thread of the warpgroup executes it. A no-op under
