@@ -280,6 +280,21 @@ FAPROBE_DEVICE std::uint32_t shared_address(std::size_t offset_bytes) {
 #endif
 }  // namespace detail
 
+// The address of byte offset_bytes of the dynamic shared memory as a 32-bit number, for checking its
+// alignment: on the GPU the shared-state-space address (detail::shared_address, the operand ldmatrix,
+// cp.async, TMA and the wgmma descriptors take); under the emulator the low 32 bits of the byte's host
+// address, which carry the same alignment. Every 128-byte swizzle (TMA boxes, wgmma descriptors) XORs
+// address bits [4, 7) with bits [7, 10) (PTX ISA "Tensors": "Shared Memory Swizzling Modes"), so offsets
+// that are multiples of 1024 line up with the pattern only if this is 0 modulo 1024 at offset 0; the
+// probe "dynamic shared memory 1024B-aligned" (warp_probes.cuh) checks it on both targets.
+FAPROBE_DEVICE std::uint32_t dynamic_shared_address(std::size_t offset_bytes) {
+#if defined(__CUDACC__)
+  return detail::shared_address(offset_bytes);
+#else
+  return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(emu::shared_memory(offset_bytes, 0, 1)));
+#endif
+}
+
 // --- mma.sync: PTX ISA "Warp-level matrix multiply-accumulate instructions: mma",
 // fragments per "Matrix Fragments for mma.m16n8k16 with floating point type" (implemented in the
 // emulator, emu::mma_m16n8k16). Every lane of the warp calls it; with groupID = lane >> 2 and
