@@ -10,11 +10,17 @@
 //   tell the register count at entry and drops it: "(C7508) Potential Performance Loss: 'setmaxnreg'
 //   ignored", and no USETMAXREG in the SASS. Its twin setmaxnreg_bounded_kernel, with the bounds, is the
 //   control that the same checks pass. (Below sm_90a the instruction layer traps instead.)
+// - register_budget_mismatch_kernel (sm_90a): FA-3's warp specialization and register budget (fa3.cuh's
+//   Traits: 384 threads entering with registers_at_entry = 168, then 128 · 24 + 256 · 240), compiled with
+//   __launch_bounds__ for two CTAs per SM instead of one, so ptxas allots 80 registers at entry and the
+//   consumers' setmaxnreg.inc to 240 would wait for registers that never come free. The check of registers
+//   at entry must report it; its twin register_budget_kept_kernel, with fa3's own bounds, is the control.
 // None has a tensor-core instruction, for the negative instruction check.
 #include <cstdint>
 
 #include "cuda/common/isa.hpp"
 #include "cuda/common/spans.hpp"
+#include "cuda/fa3/fa3.cuh"
 
 namespace faprobe::planted {
 
@@ -56,6 +62,30 @@ __global__ void setmaxnreg_unbounded_kernel(cuda::GlobalSpan<float> values) { ex
 
 __global__ void __launch_bounds__(256, 1) setmaxnreg_bounded_kernel(cuda::GlobalSpan<float> values) {
   exchange_registers(values);
+}
+
+// FA-3's roles as far as registers go: warpgroup 0 gives its registers away, warpgroups 1 and 2 take them.
+using Fa3Budget = cuda::fa3::Traits<128>;
+
+__device__ void trade_registers_as_fa3(cuda::GlobalSpan<float> values) {
+  const unsigned thread = cuda::isa::thread_idx_x();
+  if (thread / 128 == 0) {
+    cuda::isa::setmaxnreg<Fa3Budget::producer_registers, false>();
+    values[thread] = 1.0f;
+  } else {
+    cuda::isa::setmaxnreg<Fa3Budget::consumer_registers, true>();
+    values[thread] = 2.0f;
+  }
+}
+
+__global__ void __launch_bounds__(Fa3Budget::threads, 2 * Fa3Budget::min_ctas_per_sm)
+    register_budget_mismatch_kernel(cuda::GlobalSpan<float> values) {
+  trade_registers_as_fa3(values);
+}
+
+__global__ void __launch_bounds__(Fa3Budget::threads, Fa3Budget::min_ctas_per_sm)
+    register_budget_kept_kernel(cuda::GlobalSpan<float> values) {
+  trade_registers_as_fa3(values);
 }
 
 }  // namespace faprobe::planted

@@ -2,7 +2,8 @@
 // on the emulator and is deterministic; compare() catches a single flipped bit, accepts differences inside
 // the tolerance of the probes that have one and NaN payloads of the float ones; a planted fragment-gathering
 // bug in the mma probe makes the comparison fail; the emulated wgmma probes equal a matrix product computed
-// here and the mbarrier probe records what the ISA says; where a GPU exists, every probe matches it, except
+// here, the mbarrier probe records what the ISA says and the dynamic shared memory starts 1024-byte aligned
+// (planted: the same words with a base 128 bytes off are caught); where a GPU exists, every probe matches it, except
 // those of instructions it lacks (Hopper's below sm_90), which are skipped with the reason. `faprobe probes`
 // end to end is test_probes_command.cpp.
 #include <sys/wait.h>
@@ -73,7 +74,8 @@ TEST(ProbeSuite, ListsEveryInstructionFamilyOnceByName) {
   for (const probes::Probe& probe : probes::all_probes()) EXPECT_TRUE(names.insert(probe.name).second) << probe.name;
   for (const char* expected :
        {"shfl.sync.idx width 32", "shfl.sync.up width 16", "shfl.sync.down width 8", "shfl.sync.bfly width 4",
-        "vote.sync ballot/all/any", "shfl.sync.bfly warp_sum", "mma.m16n8k16 f16 small-int", "mma.m16n8k16 bf16 random",
+        "vote.sync ballot/all/any", "shfl.sync.bfly warp_sum", "dynamic shared memory 1024B-aligned",
+        "mma.m16n8k16 f16 small-int", "mma.m16n8k16 bf16 random",
         "ldmatrix.x1", "ldmatrix.x2.trans", "ldmatrix.x4", "cp.async.cg 16B + groups", "ld.global.v4 16B",
         "ex2.approx.f32", "cvt.rn.f16.f32", "cvt.rn.bf16.f32", "cvt.f32.f16", "cvt.f32.bf16", "cvt.rn.f16x2.f32",
         "cvt.rn.bf16x2.f32", "cp.async.bulk.tensor 2d no swizzle", "cp.async.bulk.tensor 2d swizzle 128B",
@@ -295,6 +297,55 @@ TEST(ProbeSuite, EmulatedMbarrierProbeRecordsWhatTheIsaSays) {
     }
     for (unsigned word = 0; word < words; ++word) EXPECT_NE(at(word), unwritten_word) << "record word " << word;
   }
+}
+
+// The alignment probe's words are (offset, address of that byte modulo 1024) per thread: for the base to be
+// 1024-byte aligned, as every 128-byte swizzle assumes, each address is its offset modulo 1024, and byte 0
+// (thread 0 of each CTA) is at 0. Returns what is wrong, one line each (empty: aligned).
+std::vector<std::string> shared_alignment_problems(const probes::ProbeOutput& output) {
+  std::vector<std::string> problems;
+  if (output.words.empty() || output.words.size() % 2 != 0) problems.push_back("not (offset, address) pairs");
+  std::size_t byte_zero = 0;
+  for (std::size_t pair = 0; pair + 1 < output.words.size(); pair += 2) {
+    const std::uint32_t offset = output.words[pair], address = output.words[pair + 1];
+    byte_zero += offset == 0 ? 1 : 0;
+    if (address != offset % 1024)
+      problems.push_back("word " + std::to_string(pair + 1) + ": byte " + std::to_string(offset) + " at " +
+                         std::to_string(address) + " modulo 1024, not " + std::to_string(offset % 1024));
+  }
+  if (byte_zero < 4)
+    problems.push_back("byte 0 asked " + std::to_string(byte_zero) + " times, not once per CTA and launch");
+  return problems;
+}
+
+// Under the emulator, where the shared memory of each launch is allocated (emu/emulator.cpp). This fails while
+// that allocation is only 128-byte aligned; the GPU's base is checked against it by EveryProbeMatchesTheGpu.
+TEST(ProbeSuite, EmulatedDynamicSharedMemoryStartsOn1024Bytes) {
+  const probes::ProbeOutput output = emulated(probe_named("dynamic shared memory 1024B-aligned"), 10);
+  EXPECT_EQ(output.words.size(), 2u * 2 * 2 * 64) << "two launches of two CTAs of 64 threads, two words each";
+  std::vector<std::string> problems = shared_alignment_problems(output);
+  std::string lines;
+  for (std::size_t i = 0; i < problems.size() && i < 8; ++i) lines += "\n  " + problems[i];
+  EXPECT_TRUE(problems.empty()) << problems.size() << " problems:" << lines;
+
+  // Planted: the words a base 128 bytes past a 1024-byte boundary would give (what a 128-byte aligned
+  // allocation can be) are caught, byte 0 included.
+  probes::ProbeOutput shifted = output;
+  for (std::size_t pair = 0; pair + 1 < shifted.words.size(); pair += 2)
+    shifted.words[pair + 1] = (shifted.words[pair] + 128) % 1024;
+  problems = shared_alignment_problems(shifted);
+  EXPECT_EQ(problems.size(), shifted.words.size() / 2);
+  const std::string first = problems.empty() ? "" : problems.front();
+  EXPECT_EQ(first, "word 1: byte 0 at 128 modulo 1024, not 0");
+}
+
+// On the GPU, on its own (whatever the emulator gives): where nvcc and the driver put the dynamic shared
+// memory of a kernel without static shared memory, declared __align__(1024) by the instruction layer.
+TEST(ProbeSuite, GpuDynamicSharedMemoryStartsOn1024Bytes) {
+  if (faprobe::gpu::devices().empty()) GTEST_SKIP() << "no GPU (" << faprobe::gpu::no_device_reason() << ")";
+  const probes::ProbeOutput output = probe_named("dynamic shared memory 1024B-aligned").run(Target::gpu, 10);
+  const std::vector<std::string> problems = shared_alignment_problems(output);
+  EXPECT_TRUE(problems.empty()) << problems.size() << " problems, the first: " << (problems.empty() ? "" : problems[0]);
 }
 
 TEST(ProbeSuite, EveryProbeMatchesTheGpu) {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -55,6 +56,11 @@ TEST(ProbesCommand, RunsEveryProbeAndWritesJson) {
   EXPECT_EQ(WEXITSTATUS(raw), 0) << out << err;
   EXPECT_EQ(document["seed"], 3);
   ASSERT_EQ(document["probes"].size(), probes::all_probes().size());
+  std::set<std::string> names;
+  for (const auto& entry : document["probes"]) names.insert(entry["name"].get<std::string>());
+  for (const char* expected : {"shfl.sync.bfly warp_sum", "dynamic shared memory 1024B-aligned", "ldmatrix.x4",
+                               "cp.async.bulk.tensor 2d swizzle 128B", "wgmma m64n64k16 f16 ss swizzle 128B"})
+    EXPECT_EQ(names.count(expected), 1u) << expected << " is not in probes --json";
   for (const auto& entry : document["probes"]) {
     EXPECT_EQ(out.find(entry["name"].get<std::string>()) != std::string::npos, true) << entry["name"];
     EXPECT_GT(entry["elements"].get<std::size_t>(), 0u) << entry["name"];

@@ -25,9 +25,15 @@
 // entry", which is what it says, and then drops every setmaxnreg of the kernel, when the kernel lacks
 // __launch_bounds__ with both the thread count and the blocks per SM (and no register cap says it).
 //
+// Each FA-3 kernel also enters with exactly the registers its setmaxnreg budget assumes: fa3.cuh's
+// Traits::registers_at_entry (isa::registers_at_entry of the CTA's threads and CTAs per SM: 168), as REG in
+// `cuobjdump -res-usage` and as "Used N registers" from ptxas -v; so does every other sm_90a kernel of the
+// fa3 namespace that trades registers with setmaxnreg (fa3_transpose_v, the e4m3 prologue, does not).
+//
 // The planted defects (static_checks_planted.cu: local memory, register spills, no tensor cores, setmaxnreg
-// ignored) show that each check can fail; the planted setmaxnreg kernel's twin with launch bounds, that the
-// setmaxnreg checks pass a kernel that keeps it.
+// ignored, FA-3's register budget under launch bounds that allot fewer registers) show that each check can
+// fail; the planted setmaxnreg kernel's twin with launch bounds, that the setmaxnreg checks pass a kernel
+// that keeps it, and the budget kernel's twin with fa3's own bounds, that the register check passes it.
 //
 // cuobjdump (with the nvdisasm it runs for -sass) is found as $FAPROBE_CUOBJDUMP, else next to nvcc,
 // else in the pip target scripts/test installs it into (build/tools/cuda-binary-tools, from PyPI's
@@ -55,6 +61,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "cuda/fa3/fa3.cuh"
 
 namespace {
 
@@ -328,6 +336,7 @@ struct PtxasFunction {
   std::string arch, name;
   long stack_frame = -1, spill_stores = -1, spill_loads = -1;
   bool setmaxnreg_ignored = false;  // ptxas said "(C7508) ... 'setmaxnreg' ignored" for this entry
+  long registers = -1;              // "Used N registers" (entries only; -1 for a device function)
 };
 
 // ptxas's note that it dropped setmaxnreg: an "info" line since CUDA 13, a warning before. It names no
@@ -354,6 +363,7 @@ std::vector<PtxasFunction> ptxas_report(const std::string& library) {
   static const std::regex counts(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
   static const std::regex arch_option(R"(-arch=(sm_\w+))");
   static const std::regex entry(R"(Compiling entry function '([^']+)')");
+  static const std::regex used_registers(R"(Used (\d+) registers)");
   std::vector<PtxasFunction> report;
   std::stringstream lines(listing.output);
   std::smatch match;
@@ -370,10 +380,19 @@ std::vector<PtxasFunction> ptxas_report(const std::string& library) {
     std::set<std::string> entries;
     std::stringstream ptxas_lines(ptxas.output);
     PtxasFunction* open = nullptr;
+    std::string compiling;  // the entry whose "Used N registers" line comes next
     for (std::string out; std::getline(ptxas_lines, out);) {
       std::smatch found;
       if (std::regex_search(out, found, entry)) {
         entries.insert(found[1]);
+        compiling = found[1];
+      } else if (std::regex_search(out, found, used_registers)) {
+        for (std::size_t i = report.size(); i > first; --i) {
+          if (report[i - 1].name != compiling) continue;
+          report[i - 1].registers = std::stol(found[1]);
+          break;
+        }
+        compiling.clear();
       } else if (std::regex_search(out, found, properties)) {
         report.push_back({arch_name, found[1]});
         open = &report.back();
@@ -404,14 +423,14 @@ std::vector<PtxasFunction> ptxas_report(const std::string& library) {
 }
 
 // ptxas_report(library) for every PTX file, cached like dump_library (same key, "<library>.ptxas.txt"; one line
-// per function: arch, name, stack frame, spill stores, spill loads, setmaxnreg ignored), so that the many
+// per function: arch, name, stack frame, spill stores, spill loads, setmaxnreg ignored, registers), so that the many
 // tests that read it (each its own process under CTest) compile the library's PTX once between builds.
 std::vector<PtxasFunction> cached_ptxas_report(const std::string& library) {
   std::error_code error;
   const auto size = fs::file_size(library, error);
   if (error || cuobjdump().empty()) return ptxas_report(library);
   const auto modified = fs::last_write_time(library).time_since_epoch().count();
-  const std::string key = "faprobe ptxas cache: " + library + " " + std::to_string(size) + " " +
+  const std::string key = "faprobe ptxas cache v2: " + library + " " + std::to_string(size) + " " +
                           std::to_string(modified) + " " + cuobjdump() + " " + FAPROBE_PTXAS;
   const fs::path cache = fs::path(FAPROBE_STATIC_CHECKS_CACHE_DIR) / (fs::path(library).filename().string() + ".ptxas.txt");
   const CacheLock lock(cache);
@@ -421,7 +440,8 @@ std::vector<PtxasFunction> cached_ptxas_report(const std::string& library) {
     if (first_line == key) {
       std::vector<PtxasFunction> report;
       PtxasFunction f;
-      while (in >> f.arch >> f.name >> f.stack_frame >> f.spill_stores >> f.spill_loads >> f.setmaxnreg_ignored)
+      while (in >> f.arch >> f.name >> f.stack_frame >> f.spill_stores >> f.spill_loads >> f.setmaxnreg_ignored >>
+             f.registers)
         report.push_back(f);
       return report;
     }
@@ -434,7 +454,7 @@ std::vector<PtxasFunction> cached_ptxas_report(const std::string& library) {
     out << key << '\n';
     for (const PtxasFunction& f : report)
       out << f.arch << ' ' << f.name << ' ' << f.stack_frame << ' ' << f.spill_stores << ' ' << f.spill_loads << ' '
-          << f.setmaxnreg_ignored << '\n';
+          << f.setmaxnreg_ignored << ' ' << f.registers << '\n';
   }
   fs::rename(partial, cache, error);
   return report;
@@ -569,10 +589,67 @@ std::vector<std::string> setmaxnreg_problems(const std::vector<Function>& functi
   return problems;
 }
 
+// --- Registers at entry: what a setmaxnreg budget assumes ---
+
+namespace fa3 = faprobe::cuda::fa3;
+namespace isa = faprobe::cuda::isa;
+
+// The registers each FA-3 instantiation enters with, from its Traits (isa::registers_at_entry of its threads
+// and CTAs per SM), which its setmaxnreg budget adds up to.
+long fa3_registers_at_entry(int head_dim, bool fp8) {
+  switch (head_dim) {
+    case 64: return fp8 ? fa3::Traits<64, 1>::registers_at_entry : fa3::Traits<64, 2>::registers_at_entry;
+    case 128: return fp8 ? fa3::Traits<128, 1>::registers_at_entry : fa3::Traits<128, 2>::registers_at_entry;
+    default: return fp8 ? fa3::Traits<256, 1>::registers_at_entry : fa3::Traits<256, 2>::registers_at_entry;
+  }
+}
+// Every instantiation has the same CTA (three warpgroups, one CTA per SM), hence the same count: 168.
+constexpr long kFa3RegistersAtEntry = fa3::Traits<128>::registers_at_entry;
+static_assert(fa3::Traits<64>::registers_at_entry == kFa3RegistersAtEntry &&
+                  fa3::Traits<256>::registers_at_entry == kFa3RegistersAtEntry &&
+                  fa3::Traits<64, 1>::registers_at_entry == kFa3RegistersAtEntry &&
+                  fa3::Traits<128, 1>::registers_at_entry == kFa3RegistersAtEntry &&
+                  fa3::Traits<256, 1>::registers_at_entry == kFa3RegistersAtEntry,
+              "every FA-3 instantiation enters with the same registers");
+
+// Each kernel of `kernels` entering with other than `expected` registers per thread, one line per witness:
+// REG in its `cuobjdump -res-usage` line, and "Used N registers" from ptxas -v on its PTX (report); each
+// line names the kernel, the count found and the count expected. A kernel absent from either tool's output
+// is a problem too, and so is an empty list: the check never passes vacuously.
+std::vector<std::string> register_budget_problems(const std::vector<const Function*>& kernels,
+                                                  const std::vector<PtxasFunction>& report, long expected) {
+  std::vector<std::string> problems;
+  if (kernels.empty())
+    problems.push_back("no kernel to check against " + std::to_string(expected) + " registers at entry");
+  const std::string expectation =
+      ", expected " + std::to_string(expected) + " (the registers its setmaxnreg budget assumes)";
+  for (const Function* f : kernels) {
+    const auto reg = f->resources.find("REG");
+    if (reg == f->resources.end()) {
+      problems.push_back(f->id() + ": no REG in cuobjdump -res-usage");
+    } else if (reg->second != expected) {
+      problems.push_back(f->id() + ": " + std::to_string(reg->second) +
+                         " registers at entry (cuobjdump -res-usage REG)" + expectation);
+    }
+    int reported = 0;
+    for (const PtxasFunction& p : report) {
+      if (p.name != f->name || p.arch != f->arch) continue;
+      ++reported;
+      if (p.registers != expected) {
+        problems.push_back(f->demangled() + " [" + p.arch + "]: ptxas -v: Used " + std::to_string(p.registers) +
+                           " registers" + expectation);
+      }
+    }
+    if (reported == 0) problems.push_back("ptxas -v reported nothing for " + f->id());
+  }
+  return problems;
+}
+
 struct HopperKernel {
-  std::string name;  // the __global__ function
-  std::string mma;   // its wgmma's SASS opcode: HGMMA (fp16, bf16) or QGMMA (fp8)
-  bool required;     // absent from the library: a failure, or (fp8, until it lands) a skip
+  std::string name;         // the __global__ function
+  std::string mma;          // its wgmma's SASS opcode: HGMMA (fp16, bf16) or QGMMA (fp8)
+  bool required;            // absent from the library: a failure, or (fp8, until it lands) a skip
+  long registers_at_entry;  // what its Traits' register budget assumes
 };
 
 std::ostream& operator<<(std::ostream& out, const HopperKernel& kernel) { return out << kernel.name; }
@@ -581,7 +658,8 @@ std::vector<HopperKernel> fa3_kernels(const std::vector<std::string>& dtypes, co
   std::vector<HopperKernel> kernels;
   for (const std::string& dtype : dtypes) {
     for (int head_dim : {64, 128, 256}) {
-      kernels.push_back({"fa3_" + dtype + "_hdim" + std::to_string(head_dim), mma, required});
+      kernels.push_back({"fa3_" + dtype + "_hdim" + std::to_string(head_dim), mma, required,
+                         fa3_registers_at_entry(head_dim, dtype == "fp8_e4m3")});
     }
   }
   return kernels;
@@ -636,9 +714,44 @@ TEST_P(Fa3Kernel, KeepsSetmaxnregAndSpillsNothing) {
   EXPECT_TRUE(problems.empty()) << joined(problems);
 }
 
+// The registers at entry (REG, and ptxas's "Used N registers") are exactly what the setmaxnreg budget of its
+// Traits assumes: 168 for three warpgroups at one CTA per SM.
+TEST_P(Fa3Kernel, EntersWithTheRegistersItsSetmaxnregBudgetAssumes) {
+  const HopperKernel& kernel = GetParam();
+  EXPECT_EQ(kernel.registers_at_entry, kFa3RegistersAtEntry);
+  const std::vector<std::string> problems =
+      register_budget_problems(functions_named(kernels_library(), kernel.name, kHopper),
+                               cached_ptxas_report(FAPROBE_KERNELS_LIBRARY), kernel.registers_at_entry);
+  EXPECT_TRUE(problems.empty()) << joined(problems);
+}
+
 const auto kernel_name = [](const ::testing::TestParamInfo<HopperKernel>& info) { return info.param.name; };
 INSTANTIATE_TEST_SUITE_P(Fa3, Fa3Kernel, ::testing::ValuesIn(fa3_kernels({"fp16", "bf16"}, "HGMMA", true)), kernel_name);
 INSTANTIATE_TEST_SUITE_P(Fa3Fp8, Fa3Kernel, ::testing::ValuesIn(fa3_kernels({"fp8_e4m3"}, "QGMMA", false)), kernel_name);
+
+// Every sm_90a kernel of the fa3 namespace that trades registers with setmaxnreg (USETMAXREG in its SASS)
+// enters with the FA-3 budget's count, whatever its name; the ones that do not (the e4m3 V transpose) have
+// no budget, and no forward kernel (fa3_<dtype>_hdim<d>) may be among them.
+TEST_F(StaticChecks, EveryFa3KernelTradingRegistersEntersWithTheBudget) {
+  std::vector<const Function*> trading;
+  std::vector<std::string> not_trading;
+  for (const Function& f : kernels_library()) {
+    if (f.arch != kHopper || f.demangled().rfind("faprobe::cuda::fa3::", 0) != 0) continue;
+    if (f.uses("USETMAXREG")) {
+      trading.push_back(&f);
+    } else {
+      not_trading.push_back(f.id());
+    }
+  }
+  const std::regex forward_kernel(R"(::fa3_(fp16|bf16|fp8_e4m3)_hdim\d+\()");
+  for (const std::string& id : not_trading) {
+    EXPECT_FALSE(std::regex_search(id, forward_kernel)) << "an FA-3 forward kernel without setmaxnreg: " << id;
+  }
+  EXPECT_GE(trading.size(), 6u) << "the fp16 and bf16 FA-3 kernels (at least) trade registers";
+  const std::vector<std::string> problems =
+      register_budget_problems(trading, cached_ptxas_report(FAPROBE_KERNELS_LIBRARY), kFa3RegistersAtEntry);
+  EXPECT_TRUE(problems.empty()) << joined(problems);
+}
 
 // --- The checks can fail ---
 
@@ -693,6 +806,36 @@ TEST_F(StaticChecks, PlantedIgnoredSetmaxnregIsCaught) {
   }
   EXPECT_NE(joined(setmaxnreg_problems(planted_library(), report, "no_such_kernel")).find("no kernel named no_such_kernel"),
             std::string::npos);
+}
+
+TEST_F(StaticChecks, PlantedRegisterBudgetMismatchIsCaught) {
+  const std::vector<PtxasFunction> report = ptxas_report(FAPROBE_PLANTED_LIBRARY);
+  const std::vector<const Function*> mismatch =
+      functions_named(planted_library(), "register_budget_mismatch_kernel", kHopper);
+  ASSERT_EQ(mismatch.size(), 1u);
+  ASSERT_EQ(mismatch.front()->resources.count("REG"), 1u);
+  const long found = mismatch.front()->resources.at("REG");
+  // Its launch bounds say two CTAs of FA-3's 384 threads per SM: ptxas allots what the formula gives for that.
+  using Fa3Budget = fa3::Traits<128>;
+  EXPECT_EQ(found, long{isa::registers_at_entry(Fa3Budget::threads, 2 * Fa3Budget::min_ctas_per_sm)});
+  ASSERT_NE(found, kFa3RegistersAtEntry);
+
+  const std::string problems = joined(register_budget_problems(mismatch, report, kFa3RegistersAtEntry));
+  const std::string name = "faprobe::planted::register_budget_mismatch_kernel(faprobe::cuda::GlobalSpan<float>)";
+  const std::string expected = ", expected " + std::to_string(kFa3RegistersAtEntry) + " ";
+  EXPECT_NE(problems.find(name + " [sm_90a, static_checks_planted.cu.o]: " + std::to_string(found) +
+                          " registers at entry (cuobjdump -res-usage REG)" + expected),
+            std::string::npos) << problems;
+  EXPECT_NE(problems.find(name + " [sm_90a]: ptxas -v: Used " + std::to_string(found) + " registers" + expected),
+            std::string::npos) << problems;
+
+  // The control: FA-3's own launch bounds enter with the budget, so nothing is reported; nor for the same check
+  // with nothing to check, which is a problem of its own.
+  const std::vector<const Function*> kept = functions_named(planted_library(), "register_budget_kept_kernel", kHopper);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_TRUE(register_budget_problems(kept, report, kFa3RegistersAtEntry).empty())
+      << joined(register_budget_problems(kept, report, kFa3RegistersAtEntry));
+  EXPECT_EQ(register_budget_problems({}, report, kFa3RegistersAtEntry).size(), 1u);
 }
 
 // --- The parser on a fixed excerpt of cuobjdump's output (no tool needed) ---

@@ -280,6 +280,21 @@ FAPROBE_DEVICE std::uint32_t shared_address(std::size_t offset_bytes) {
 #endif
 }  // namespace detail
 
+// The address of byte offset_bytes of the dynamic shared memory as a 32-bit number, for checking its
+// alignment: on the GPU the shared-state-space address (detail::shared_address, the operand ldmatrix,
+// cp.async, TMA and the wgmma descriptors take); under the emulator the low 32 bits of the byte's host
+// address, which carry the same alignment. Every 128-byte swizzle (TMA boxes, wgmma descriptors) XORs
+// address bits [4, 7) with bits [7, 10) (PTX ISA "Tensors": "Shared Memory Swizzling Modes"), so offsets
+// that are multiples of 1024 line up with the pattern only if this is 0 modulo 1024 at offset 0; the
+// probe "dynamic shared memory 1024B-aligned" (warp_probes.cuh) checks it on both targets.
+FAPROBE_DEVICE std::uint32_t dynamic_shared_address(std::size_t offset_bytes) {
+#if defined(__CUDACC__)
+  return detail::shared_address(offset_bytes);
+#else
+  return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(emu::shared_memory(offset_bytes, 0, 1)));
+#endif
+}
+
 // --- mma.sync: PTX ISA "Warp-level matrix multiply-accumulate instructions: mma",
 // fragments per "Matrix Fragments for mma.m16n8k16 with floating point type" (implemented in the
 // emulator, emu::mma_m16n8k16). Every lane of the warp calls it; with groupID = lane >> 2 and
@@ -657,6 +672,25 @@ FAPROBE_DEVICE void fence_mbarrier_init() {
 #endif
 #endif
 }
+
+// The registers per thread that ptxas allots at entry to a kernel of __launch_bounds__(threads_per_cta,
+// ctas_per_sm) that uses setmaxnreg, which needs that count to be known (else it drops every setmaxnreg:
+// C7508): the SM's register file (64 Ki 32-bit registers on sm_80 and sm_90, CUDA C++ Programming Guide,
+// "Compute Capabilities") over the SM's threads rounded up to whole warpgroups (setmaxnreg's unit), rounded
+// down to the allocation unit of 8 registers per thread (256 per warp). Measured with ptxas 13 for sm_90a:
+// (384, 1): 168; (288, 1): 168; (192, 2): 168; (384, 2): 80; (576, 1) and (640, 1): 96. Two limits it does
+// not model: where this reaches 255 (256 threads per SM or fewer) or exceeds the largest setmaxnreg count of
+// the kernel, ptxas enters with that smaller count instead. A warp-specialized budget (FA-3's 128 · 24 +
+// 256 · 240) must add up to the CTA's threads times this, or setmaxnreg.inc waits for registers that the
+// other warpgroups never free; tests/test_static_checks.cpp checks the count ptxas chose.
+inline constexpr unsigned register_file_per_sm = 65536;
+inline constexpr unsigned register_allocation_unit = 8;
+constexpr unsigned registers_at_entry(unsigned threads_per_cta, unsigned ctas_per_sm) {
+  const unsigned threads_per_sm = (threads_per_cta * ctas_per_sm + 127) / 128 * 128;
+  return register_file_per_sm / threads_per_sm / register_allocation_unit * register_allocation_unit;
+}
+static_assert(registers_at_entry(384, 1) == 168 && registers_at_entry(384, 2) == 80 && registers_at_entry(576, 1) == 96,
+              "the counts ptxas was measured to allot");
 
 // --- setmaxnreg: PTX ISA "setmaxnreg" (sm_90a): the warpgroup's registers per thread become Count, a
 // multiple of 8 in 24..256; .inc waits until the registers are free, .dec releases them (a producer

@@ -35,14 +35,15 @@
 
 namespace faprobe::cuda::isa {
 
-// A tensor map: on the GPU the 128 opaque bytes of a CUtensorMap, 64-byte aligned as cuTensorMapEncodeTiled
-// and the tensor copies require (CUDA 13's CUtensorMap is declared alignas(128), CUDA 12's alignas(64); the
-// bytes are copied, so only the size must agree); under the emulator an emu::TensorMapParams in its first
-// bytes.
-struct alignas(64) TensorMap {
+// A tensor map: on the GPU the 128 opaque bytes of a CUtensorMap; under the emulator an emu::TensorMapParams
+// in its first bytes. 128-byte aligned as CUDA 13's cuda.h declares CUtensorMap (alignas(128); CUDA 12's was
+// alignas(64), the least that cuTensorMapEncodeTiled and the tensor copies accept), so a map embedded in a
+// struct (fa3::Params) or passed as a __grid_constant__ kernel parameter sits where a CUtensorMap would;
+// tensor_map_gpu.cpp checks size and alignment against cuda.h's.
+struct alignas(128) TensorMap {
   std::uint64_t opaque[16];
 };
-static_assert(sizeof(TensorMap) == 128 && alignof(TensorMap) == 64, "a TensorMap is laid out as a CUtensorMap");
+static_assert(sizeof(TensorMap) == 128 && alignof(TensorMap) == 128, "a TensorMap is laid out as a CUtensorMap");
 
 // The shared-memory swizzle of a map (CUtensorMapSwizzle's first four values); the value is the number of
 // XORed address bits B: byte-address bits [4, 4+B) are XORed with bits [7, 7+B).

@@ -17,10 +17,15 @@
 namespace faprobe::cuda {
 namespace {
 
-// The encoded bytes are copied, so only the size must match; the alignment is the 64 bytes the driver and
-// the tensor copies require (CUDA 13 declares CUtensorMap alignas(128), CUDA 12 alignas(64)).
-static_assert(sizeof(isa::TensorMap) == sizeof(CUtensorMap) && alignof(isa::TensorMap) >= 64,
-              "isa::TensorMap holds a CUtensorMap");
+// isa::TensorMap is laid out as cuda.h's CUtensorMap: the same 128 bytes, and the same alignment (CUDA 13
+// declares it alignas(128); CUDA 12's alignas(64) is also the least the driver and the tensor copies take, so
+// a TensorMap aligned more than that still holds one).
+static_assert(sizeof(isa::TensorMap) == sizeof(CUtensorMap), "isa::TensorMap holds the bytes of a CUtensorMap");
+#if CUDA_VERSION >= 13000
+static_assert(alignof(isa::TensorMap) == alignof(CUtensorMap), "isa::TensorMap is aligned as CUDA 13's CUtensorMap");
+#else
+static_assert(alignof(isa::TensorMap) >= alignof(CUtensorMap), "isa::TensorMap is aligned at least as CUtensorMap");
+#endif
 
 // The driver function `symbol` as of CUDA version `version` (the version that introduced the signature).
 void* driver_function(const char* symbol, unsigned version) {

@@ -76,9 +76,16 @@ struct Traits {
   static constexpr int block_k = HeadDim == 256 && !fp8 ? 64 : 128;
   static constexpr int wgmma_k = fp8 ? 32 : 16;  // K of one wgmma: 32 bytes either way
   static constexpr int stages = 2;
+  // The register budget of the warp specialization: every thread enters with registers_at_entry (what ptxas
+  // allots under __launch_bounds__(threads, min_ctas_per_sm): 65536 / 384 rounded down to 8, 168), then the
+  // producer gives registers away and the consumers take them. The sum must be exact: less would leave
+  // registers idle, more makes setmaxnreg.inc wait for registers no warpgroup frees. test_static_checks
+  // checks that each compiled kernel enters with exactly registers_at_entry.
+  static constexpr unsigned registers_at_entry = isa::registers_at_entry(threads, min_ctas_per_sm);
   static constexpr unsigned producer_registers = 24;
   static constexpr unsigned consumer_registers = 240;
-  static_assert(128 * (producer_registers + 2 * consumer_registers) <= 65536, "the register file holds 64 Ki registers");
+  static_assert(128 * producer_registers + consumer_threads * consumer_registers == threads * registers_at_entry,
+                "the producer's and the consumers' registers are exactly the registers the CTA enters with");
 
   // Q and K tiles: column blocks of row_bytes-byte swizzled rows.
   static constexpr std::size_t row_bytes = HeadDim * ElementBytes < 128 ? HeadDim * ElementBytes : 128;
@@ -163,6 +170,11 @@ struct Params {
   float output_scale = 1.0f;  // e4m3: V's scale, applied to O at the end; 1 otherwise
   int tiles = 0;              // query blocks · heads · batch
 };
+// The maps are 128-byte aligned members (isa::TensorMap, as CUtensorMap), so the struct is too, in host
+// memory and in the kernel's parameter space; kernel parameters are limited to 4 KiB (CUDA C++ Programming
+// Guide, "Function Parameters"; 32 KiB from CUDA 12.1 on Volta and newer, but 4 KiB everywhere).
+static_assert(alignof(Params) == alignof(isa::TensorMap) && sizeof(Params) <= 4096,
+              "Params is aligned as its tensor maps and fits the kernel parameter space");
 
 // An H200's SMs: the persistent grid's size under emulation (the device "emulated sm_90a" stands for).
 inline constexpr int kEmulatedSms = 132;

@@ -25,6 +25,8 @@ void warp_sum(const emu::LaunchConfig& config, GlobalSpan<const float> values, G
 void shuffle(const emu::LaunchConfig& config, ShuffleProbe probe, unsigned operand, unsigned width,
              GlobalSpan<const std::uint32_t> in, GlobalSpan<std::uint32_t> out);
 void vote(const emu::LaunchConfig& config, GlobalSpan<const std::uint32_t> in, GlobalSpan<std::uint32_t> out);
+void dynamic_shared_alignment(const emu::LaunchConfig& config, GlobalSpan<const std::uint32_t> offsets,
+                              GlobalSpan<std::uint32_t> out);
 
 // Parts 2 and 3 (matrix_probes.cu).
 void mma_m16n8k16(const emu::LaunchConfig& config, MmaProbeType type, GlobalSpan<const std::uint16_t> a,

@@ -223,6 +223,31 @@ ProbeOutput run_vote(Target target, std::uint64_t seed, const std::string& name)
   return {memory.words(out), {}};
 }
 
+// Where the dynamic shared memory starts, for a small launch and a large one (on the GPU the large one opts
+// in above 48 KiB; 99 KiB is the most every GPU from sm_80 up allows, sm_86's and sm_89's limit; under the
+// emulator the two sizes may come from different allocators). Random byte offsets, and 0 for thread 0 of
+// each CTA, so the output shows byte 0's alignment and a misaligned base at any offset.
+ProbeOutput run_shared_alignment(Target target, std::uint64_t seed, const std::string& name) {
+  const Dim3 grid{2, 1, 1};
+  const Dim3 block{64, 1, 1};
+  ProbeRandom random(seed, name);
+  ProbeMemory memory(target);
+  std::vector<std::uint32_t> all;
+  for (std::size_t shared_bytes : {std::size_t{1024}, std::size_t{99} * 1024}) {
+    std::vector<std::uint32_t> offsets(grid.count() * block.count());
+    for (std::size_t i = 0; i < offsets.size(); ++i) {
+      const int last_byte = static_cast<int>(shared_bytes) - 1;
+      offsets[i] = i % block.count() == 0 ? 0u : static_cast<std::uint32_t>(random.integer(0, last_byte));
+    }
+    const auto in = memory.input(offsets, "offsets");
+    const auto out = memory.output<std::uint32_t>(2 * offsets.size(), "offsets_and_addresses");
+    const LaunchConfig config{"dynamic_shared_alignment", grid, block, shared_bytes};
+    FAPROBE_LAUNCH_PROBE(target, config, dynamic_shared_alignment, in, out);
+    all = concatenate(std::move(all), memory.words(out));
+  }
+  return {all, {}};
+}
+
 // --- Part 2: mma.sync, ldmatrix, cp.async, 16-byte loads, ex2.approx. ---
 
 constexpr unsigned mma_tiles = 8;
@@ -585,6 +610,7 @@ std::vector<Probe> make_probes() {
             return run_shuffle(target, seed, n, mode, width);
           });
   add("vote.sync ballot/all/any", Element::u32, bit_for_bit(), run_vote);
+  add("dynamic shared memory 1024B-aligned", Element::u32, bit_for_bit(), run_shared_alignment);
 
   const Tolerance mma_random{Tolerance::Kind::of_magnitude, 0,
                              "2^-18 of sum |a*b| + |c|: 16 fp32 additions each side, one ulp each (PTX ISA leaves "

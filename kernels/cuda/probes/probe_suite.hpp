@@ -75,9 +75,9 @@ struct Probe {
   std::string needs_gpu(int compute_major, int compute_minor) const;
 };
 
-// Every probe, in a fixed order: warp and CTA collectives, mma.sync, ldmatrix, cp.async / 16-byte loads /
-// ex2.approx, conversions, tensor copies (TMA), wgmma, stmatrix, mbarrier and elect.sync (the last eight
-// min_sm 90).
+// Every probe, in a fixed order: warp and CTA collectives, where the dynamic shared memory starts, mma.sync,
+// ldmatrix, cp.async / 16-byte loads / ex2.approx, conversions, tensor copies (TMA), wgmma, stmatrix, mbarrier
+// and elect.sync (the last eight min_sm 90).
 const std::vector<Probe>& all_probes();
 
 enum class Verdict { identical, within_tolerance, differs };

@@ -24,6 +24,13 @@ __global__ void shuffle_kernel(ShuffleProbe probe, unsigned operand, unsigned wi
 
 __global__ void vote_kernel(GlobalSpan<const std::uint32_t> in, GlobalSpan<std::uint32_t> out) { vote(in, out); }
 
+// No static shared memory: what the probe sees is where the dynamic shared memory starts on its own, as in
+// every faprobe kernel (all their shared memory is dynamic, through the instruction layer).
+__global__ void dynamic_shared_alignment_kernel(GlobalSpan<const std::uint32_t> offsets,
+                                                GlobalSpan<std::uint32_t> out) {
+  dynamic_shared_alignment(offsets, out);
+}
+
 namespace on_gpu {
 
 void block_sum(const emu::LaunchConfig& config, GlobalSpan<const float> values, GlobalSpan<float> block_sums) {
@@ -46,6 +53,18 @@ void shuffle(const emu::LaunchConfig& config, ShuffleProbe probe, unsigned opera
 
 void vote(const emu::LaunchConfig& config, GlobalSpan<const std::uint32_t> in, GlobalSpan<std::uint32_t> out) {
   vote_kernel<<<to_dim3(config.grid), to_dim3(config.block), config.shared_bytes, probe_stream()>>>(in, out);
+  FAPROBE_CHECK_LAUNCH(config.kernel_name.c_str());
+}
+
+// Above 48 KiB of dynamic shared memory a kernel must opt in (CUDA C++ Programming Guide, "Shared Memory").
+void dynamic_shared_alignment(const emu::LaunchConfig& config, GlobalSpan<const std::uint32_t> offsets,
+                              GlobalSpan<std::uint32_t> out) {
+  if (config.shared_bytes > 48 * 1024)
+    FAPROBE_CUDA_CHECK(cudaFuncSetAttribute(dynamic_shared_alignment_kernel,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(config.shared_bytes)));
+  dynamic_shared_alignment_kernel<<<to_dim3(config.grid), to_dim3(config.block), config.shared_bytes, probe_stream()>>>(
+      offsets, out);
   FAPROBE_CHECK_LAUNCH(config.kernel_name.c_str());
 }
 

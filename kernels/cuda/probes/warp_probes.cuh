@@ -1,7 +1,8 @@
 // Instruction probes, part 1: tiny kernel bodies on the instruction layer that exercise CTA barriers,
-// shared memory, warp shuffles and votes. Each is compiled twice: by nvcc in warp_probes.cu (one
-// __global__ wrapper per probe) and by the host compiler against the emulator in tests/test_emulator.cpp,
-// which checks it against an independent host computation. On a GPU the same probes will be run and
+// shared memory (and where the dynamic shared memory starts), warp shuffles and votes. Each is compiled
+// twice: by nvcc in warp_probes.cu (one __global__ wrapper per probe) and by the host compiler against the
+// emulator in tests/test_emulator.cpp, which checks it against an independent host computation (the
+// alignment probe: tests/test_probe_suite.cpp). On a GPU the same probes will be run and
 // compared bit for bit with the emulator (issue 3, scripts/device-check.sh).
 //
 // Costs: each probe moves a few words per thread; they exist to pin down semantics, not to be fast.
@@ -77,6 +78,23 @@ FAPROBE_DEVICE void vote(GlobalSpan<const std::uint32_t> in, GlobalSpan<std::uin
   out[3 * i] = isa::ballot_sync(isa::full_warp_mask, predicate);
   out[3 * i + 1] = isa::all_sync(isa::full_warp_mask, predicate) ? 1u : 0u;
   out[3 * i + 2] = isa::any_sync(isa::full_warp_mask, predicate) ? 1u : 0u;
+}
+
+// Probe "dynamic shared memory 1024B-aligned": where the dynamic shared memory starts. Every 128-byte
+// swizzle (TMA boxes, wgmma descriptors) is a function of shared address bits [4, 10), and the kernels place
+// swizzled tiles at offsets that are multiples of 1024, so they assume its first byte is 1024-byte aligned
+// (on the GPU the instruction layer declares it __align__(1024); under the emulator it is as aligned as the
+// emulator allocates each launch's shared memory). Thread i of the grid reads the offset offsets[i] (thread
+// 0 of each CTA gets 0: byte 0 itself) and writes two words: out[2i] = that offset, out[2i + 1] =
+// isa::dynamic_shared_address(offset) % 1024, which is offset % 1024 exactly when the base is 1024-byte
+// aligned (byte 0: 0). The offsets are below the launch's shared bytes.
+inline constexpr unsigned swizzle_repeat_bytes = 1024;  // a 128-byte swizzle pattern spans 8 rows of 128 bytes
+
+FAPROBE_DEVICE void dynamic_shared_alignment(GlobalSpan<const std::uint32_t> offsets, GlobalSpan<std::uint32_t> out) {
+  const std::size_t i = global_thread_idx();
+  const std::uint32_t offset = offsets[i];
+  out[2 * i] = offset;
+  out[2 * i + 1] = isa::dynamic_shared_address(offset) % swizzle_repeat_bytes;
 }
 
 }  // namespace faprobe::cuda::probes
