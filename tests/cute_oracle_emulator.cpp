@@ -300,8 +300,11 @@ std::vector<float> run_wgmma(WgmmaElement element, unsigned n, const std::vector
     const unsigned t = emu::thread_linear_idx();
     float d[128] = {};
     const bool registers = !a_registers.empty();
+    emu::wgmma_fence();  // wgmma's asynchrony as the emulator models it: fence, issue, commit, wait, then read D
     emu::wgmma({wgmma_input(element), n, registers, false}, desc_a, registers ? &a_registers[4u * t] : nullptr, desc_b, d,
                false);
+    emu::wgmma_commit_group();
+    emu::wgmma_wait_group(0);
     for (unsigned v = 0; v < n / 2; ++v) out[t * (n / 2) + v] = d[v];
   });
   return out;

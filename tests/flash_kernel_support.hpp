@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda/attention_args.hpp"
+#include "cuda/common/emu/emulator.hpp"
 #include "cuda/launchers.hpp"
 #include "model/case.hpp"
 #include "model/tensor.hpp"
@@ -153,6 +154,24 @@ void report_emulated_cost(const char* kernel, const Case& c, Run&& run) {
   const auto seconds = [](auto from, auto to) { return std::chrono::duration<double>(to - from).count(); };
   std::printf("emulated %s %s: run %.2f s, check %.2f s (%lld rows checked)\n", kernel, c.label().c_str(),
               seconds(start, ran), seconds(ran, checked), static_cast<long long>(result.rows_checked));
+}
+
+// The emulator's varied schedules (emulator.hpp) must not change a correct kernel's output by a single bit:
+// run forward on c under the default schedule and three seeded ones and compare every element's bits.
+template <class Forward>
+void expect_same_output_under_schedules(const Case& c, Forward forward) {
+  const HostTensor by_default = forward(c);
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    const emu::ScopedSchedule schedule(seed);
+    const HostTensor seeded = forward(c);
+    ASSERT_EQ(seeded.elements(), by_default.elements());
+    std::int64_t differing = 0;
+    for (std::int64_t i = 0; i < seeded.elements(); ++i) {
+      const float a = by_default.get(i), b = seeded.get(i);
+      if (!(a == b || (std::isnan(a) && std::isnan(b)))) ++differing;
+    }
+    EXPECT_EQ(differing, 0) << c.label() << ": schedule seed " << seed << " changed " << differing << " elements";
+  }
 }
 
 }  // namespace test_support

@@ -165,6 +165,11 @@ TEST(Fa1Planted, MissingBarrierIsReportedAsARace) {
 }
 
 // --- What an emulated verify costs (reported, not asserted): seq 1024, d 128, batch 1, heads 2, fp16. ---
+// Seeded schedules (shuffled fibers, random switches, shuffled CTAs) give the same output, bit for bit.
+TEST(Fa1Schedules, VariedSchedulesDoNotChangeTheOutput) {
+  expect_same_output_under_schedules(make_case(2, 4, 2, 77, 130, 64, DType::fp16, Mask::causal), [](const Case& c) { return run_fa1(c); });
+}
+
 TEST(Fa1Timing, EmulatedVerifySeq1024) {
   report_emulated_cost("fa1", make_case(1, 2, 2, 1024, 1024, 128, DType::fp16, Mask::none),
                        [](const Case& c) { return run_fa1(c); });

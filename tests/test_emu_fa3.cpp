@@ -225,6 +225,11 @@ TEST(Fa3Planted, AMissingWgmmaFenceIsReported) {
   emu::testing::expect_mentions(emulation_error<Defect::no_wgmma_fence>(c), {"fa3_fp16_hdim64", "without a wgmma.fence"});
 }
 
+// Seeded schedules (shuffled fibers, random switches, shuffled CTAs) give the same output, bit for bit.
+TEST(Fa3Schedules, VariedSchedulesDoNotChangeTheOutput) {
+  expect_same_output_under_schedules(make_case(1, 4, 2, 200, 300, 64, DType::fp16, Mask::causal), [](const Case& c) { return run_fa3(c); });
+}
+
 TEST(Fa3Timing, EmulatedVerifySeq1024) {
   report_emulated_cost("fa3", make_case(1, 2, 2, 1024, 1024, 128, DType::fp16, Mask::none),
                        [](const Case& c) { return run_fa3(c); });
