@@ -696,7 +696,11 @@ class Launch {
                       char operand, std::vector<std::pair<std::size_t, std::size_t>>& ranges) const {
     const unsigned bytes = shape.input == WgmmaInput::e4m3 ? 1 : 2;
     const std::size_t offset = wgmma_element_offset(descriptor, mn_major, bytes, row, k);
-    if (detector_.enabled()) ranges.emplace_back(offset, bytes);
+    if (detector_.enabled()) {  // by 16-byte chunk (consecutive k share one), so that sorting them stays cheap
+      const std::size_t chunk = offset & ~std::size_t{15};
+      if (ranges.empty() || ranges.back().first != chunk)
+        ranges.emplace_back(chunk, std::min<std::size_t>(16, config_.shared_bytes - chunk));
+    }
     if (offset + bytes > config_.shared_bytes)
       fail_here(fmt::format("{}: element ({}, {}) of {} at shared byte offset {} lies outside the launch's {} bytes of "
                             "shared memory (descriptor {:#018x})",
