@@ -17,6 +17,7 @@
 #include "cuda/attention_args.hpp"
 #include "cuda/fa1/fa1_emulated.hpp"
 #include "cuda/common/emu/emulator.hpp"
+#include "emulator_test_support.hpp"
 #include "cuda/launchers.hpp"
 #include "flash_kernel_support.hpp"
 #include "model/case.hpp"
@@ -147,12 +148,7 @@ TEST(Fa1Planted, NoRescaleIsCaught) {
 // reports a mismatch.
 TEST(Fa1Planted, MissingBarrierIsReportedAsARace) {
   const Case c = make_case(1, 1, 1, 129, 129, 64, DType::bf16, Mask::none);
-  std::string message;
-  try {
-    (void)run_fa1<Defect::missing_barrier>(c);
-  } catch (const emu::EmulationError& e) {
-    message = e.what();
-  }
+  const std::string message = emu::testing::launch_error([&] { (void)run_fa1<Defect::missing_barrier>(c); });
   for (const char* part : {"kernel 'fa1_bf16_hdim64'", "race on shared memory byte offset", "ldmatrix by this thread",
                            "cp.async by thread"})
     EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;

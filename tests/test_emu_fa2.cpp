@@ -162,12 +162,7 @@ TEST(Fa2Planted, CausalOffByOneIsCaught) {
 // reports a mismatch.
 TEST(Fa2Planted, MissingBarrierIsReportedAsARace) {
   const Case c = make_case(1, 1, 1, 129, 129, 64, DType::bf16, Mask::none);
-  std::string message;
-  try {
-    (void)run_fa2<Defect::missing_barrier>(c);
-  } catch (const emu::EmulationError& e) {
-    message = e.what();
-  }
+  const std::string message = emu::testing::launch_error([&] { (void)run_fa2<Defect::missing_barrier>(c); });
   for (const char* part : {"kernel 'fa2_bf16_hdim64'", "race on shared memory byte offset", "ldmatrix by this thread",
                            "cp.async by thread"})
     EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;
@@ -183,12 +178,7 @@ TEST(Fa2Planted, MissingBarrierIsReportedAsARace) {
 // reads rows whose copies are still in flight, which the emulator reports naming the copy and its group.
 TEST(Fa2Planted, ADroppedCpAsyncWaitIsReported) {
   const Case c = make_case(1, 1, 1, 129, 129, 64, DType::fp16, Mask::none);
-  std::string message;
-  try {
-    (void)run_fa2<Defect::no_cp_async_wait>(c);
-  } catch (const emu::EmulationError& e) {
-    message = e.what();
-  }
+  const std::string message = emu::testing::launch_error([&] { (void)run_fa2<Defect::no_cp_async_wait>(c); });
   emu::testing::expect_mentions(message, {"kernel 'fa2_fp16_hdim64'", "ldmatrix of shared byte offset", "before it has landed",
                                           "a cp.async issued by thread", "in its commit group 0"});
 }

@@ -345,12 +345,8 @@ TEST(EmuNaiveSoftmax, RejectsBadArguments) {
 TEST(EmuNaiveSoftmax, PlantedMissingBarrierIsCaught) {
   const SoftmaxArgs args = softmax_args(2, 17, 1000, false, DType::fp32);
   ASSERT_EQ(run_production(args).mismatches, 0u);
-  std::string message;
-  try {
-    (void)run_with_defect(args, naive::SoftmaxDefect::missing_barrier);
-  } catch (const emu::EmulationError& e) {
-    message = e.what();
-  }
+  const std::string message =
+      emu::testing::launch_error([&] { (void)run_with_defect(args, naive::SoftmaxDefect::missing_barrier); });
   for (const char* part : {"kernel 'naive_softmax", "race on shared memory byte offset", "a shared-memory store",
                            "a shared-memory load"})
     EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;

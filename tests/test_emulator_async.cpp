@@ -207,7 +207,7 @@ TEST(EmulatorWgmmaAsync, ReadingTheAccumulatorsEarlyGivesThePoison) {
 
 // --- TMA: a box lands when its mbarrier phase completes, and is read only after a wait on it. ---
 
-constexpr std::size_t kBarrier = 0, kTile = 1024;
+constexpr std::size_t kRingBarrier = 0, kBoxTile = 1024;
 
 enum class TmaPlant { none, read_before_landing, read_without_wait };
 
@@ -219,20 +219,20 @@ std::string tma_with(TmaPlant plant) {
   }();
   const isa::TensorMap map = cuda::emulated_tensor_map(matrix.data(), cuda::matrix_shape(16, 64, 2, 64, 8));
   constexpr std::uint32_t bytes = 64 * 8 * 2;
-  return launch_error({"tma_plant", {1, 1, 1}, {64, 1, 1}, kTile + bytes}, [&] {
+  return launch_error({"tma_plant", {1, 1, 1}, {64, 1, 1}, kBoxTile + bytes}, [&] {
     const unsigned tid = isa::thread_linear_idx();
     if (tid == 0) {
-      isa::mbarrier_init(kBarrier, 1);
+      isa::mbarrier_init(kRingBarrier, 1);
       isa::fence_mbarrier_init();
     }
     isa::sync_threads();
     if (tid == 0) {
       // read_before_landing announces a second box that never comes: the phase cannot complete.
-      isa::mbarrier_arrive(kBarrier, plant == TmaPlant::read_before_landing ? 2 * bytes : bytes);
-      isa::tma_load<2>(kTile, map, kBarrier, {0, 0});
+      isa::mbarrier_arrive(kRingBarrier, plant == TmaPlant::read_before_landing ? 2 * bytes : bytes);
+      isa::tma_load<2>(kBoxTile, map, kRingBarrier, {0, 0});
     } else if (tid == 32) {
-      if (plant == TmaPlant::none) isa::mbarrier_wait_parity(kBarrier, 0);
-      (void)static_cast<std::uint16_t>(isa::shared_array<std::uint16_t>(kTile, 8)[3]);
+      if (plant == TmaPlant::none) isa::mbarrier_wait_parity(kRingBarrier, 0);
+      (void)static_cast<std::uint16_t>(isa::shared_array<std::uint16_t>(kBoxTile, 8)[3]);
     }
   });
 }
@@ -255,13 +255,13 @@ TEST(EmulatorTmaAsync, ATmaStoreOfGenericWritesNeedsAProxyFence) {
   std::vector<std::uint16_t> out(64, 0);
   for (const bool fence : {true, false}) {
     const isa::TensorMap map = cuda::emulated_tensor_map(out.data(), cuda::matrix_shape(1, 64, 2, 64, 1));
-    const std::string message = launch_error({"tma_store_fence", {1, 1, 1}, {64, 1, 1}, kTile + 128}, [&] {
+    const std::string message = launch_error({"tma_store_fence", {1, 1, 1}, {64, 1, 1}, kBoxTile + 128}, [&] {
       const unsigned tid = isa::thread_linear_idx();
-      isa::shared_array<std::uint16_t>(kTile, 64)[tid] = static_cast<std::uint16_t>(tid);
+      isa::shared_array<std::uint16_t>(kBoxTile, 64)[tid] = static_cast<std::uint16_t>(tid);
       if (fence) isa::fence_proxy_async();
       isa::sync_threads();
       if (tid == 0) {
-        isa::tma_store<2>(map, kTile, {0, 0});
+        isa::tma_store<2>(map, kBoxTile, {0, 0});
         isa::tma_store_commit_group();
         isa::tma_store_wait_group<0>();
       }
