@@ -15,7 +15,9 @@ gflops (the default three), tflops and gbps.
           ran, the predicted peak of skipped cases as hollow markers on a dashed line, and O(S), O(S^2)
           guide slopes anchored at the first measured point.
   time    median time vs seq, log-log, error bars from the first to the third quartile.
-  gflops  GFLOP/s vs seq, log x (log y too when implementations differ by more than 100x).
+  gflops  GFLOP/s vs seq, log x (log y too when implementations differ by more than 100x); with CPU
+          records, the host's fp32 GEMM ceiling that faprobe measured for the run (the --json document's
+          rates.fp32_gemm_gflops) as a labelled dotted line, so a reader sees how close each kernel is.
   tflops  TFLOP/s vs seq, one figure per (dtype, head_dim, mask): NAME + tflops-bf16-d128-causal.png;
           peers' lines (implementations not named cpu.*, cuda.* or emu.*) dashed.
   gbps    decode only (mode decode, equal key lengths): GB/s (minimum bytes / median time) vs seq_k, one
@@ -23,7 +25,9 @@ gflops (the default three), tflops and gbps.
           gbps-bf16-d128-h32kv8-b1.png, and vs batch per (..., seq_k) with two or more batches, NAME +
           gbps-bf16-d128-h32kv8-s4k-by-batch.png; one line per implementation × page size (contiguous or
           paged), peers dashed, and the device's copy bandwidth as a dotted line (the --json document's
-          rates.gpu.copy_gbytes_per_s, else gbytes_per_s / bandwidth_fraction of the records).
+          rates.gpu.copy_gbytes_per_s, else gbytes_per_s / bandwidth_fraction of the records); with CPU
+          records the host's (rates.memory_gbytes_per_s, else the same quotient over cpu.* records).
+Each ceiling line drawn is also named on standard output ("NAME: fp32 GEMM ceiling 311 GFLOP/s").
   samples one case's raw samples (time_s.samples_s), NAME + samples.png: the run order (sample index vs
           seconds: drift, warm-up, throttling show as trends and steps) beside a histogram of the same
           samples, one colour per record — the case as BASE and NEW of `faprobe compare`, when both files
@@ -506,6 +510,16 @@ class Plotter:
         if note:
             fig.text(1.0, -0.01, note, fontsize=7, color="0.45", ha="right", va="top")
 
+    def ceiling(self, panels, ys, value, text, path):
+        """A measured limit (a GEMM ceiling, a copy bandwidth) as a labelled dotted line in every panel, in the
+        y range; named on standard output too."""
+        ys.append(value)
+        for ax in panels.values():
+            ax.axhline(value, color="tab:red", linestyle=":", linewidth=1.1)
+            ax.text(0.01, value, f" {text} (measured)", transform=ax.get_yaxis_transform(), fontsize=7.5,
+                    color="tab:red", va="bottom")
+        print(f"{os.path.basename(path)}: {text}")
+
     def save(self, fig, path):
         fig.savefig(path, dpi=130, bbox_inches="tight", pad_inches=0.15)
         self.plt.close(fig)
@@ -640,6 +654,10 @@ class Plotter:
             any_mismatch |= self.mark_mismatches(ax, points)
             xs += [p[0] for p in points]
             ys += [p[1] for p in points]
+        if ys and any(on_cpu(line.impl, self.records) for line in self.series):
+            ceiling = number(self.metadata.get("rates"), "fp32_gemm_gflops")
+            if ceiling:
+                self.ceiling(panels, ys, ceiling, f"fp32 GEMM ceiling {ceiling:.0f} GFLOP/s", path)
         log_y = bool(ys) and max(ys) / min(ys) > 100  # a GPU next to a CPU: keep both readable
         self.finish(fig, panels, "GFLOP/s" + (" (log scale)" if log_y else ""), ys, xs,
                     lambda v: f"{v:,.6g}", log_y=log_y, extra_handles=self.mismatch_handle(any_mismatch),
@@ -690,11 +708,10 @@ class Plotter:
         xs, ys, any_mismatch, any_peer = self.rate_lines(panels, lambda r: measured_rate(r, "gbytes_per_s", "bytes", 1e-9))
         copy = copy_bandwidth(self.metadata, self.records)
         if copy and ys:
-            ys.append(copy)
-            for ax in panels.values():
-                ax.axhline(copy, color="tab:red", linestyle=":", linewidth=1.1)
-                ax.text(0.01, copy, f" copy bandwidth {copy:,.0f} GB/s (measured)", transform=ax.get_yaxis_transform(),
-                        fontsize=7.5, color="tab:red", va="bottom")
+            self.ceiling(panels, ys, copy, f"GPU copy bandwidth {copy:.0f} GB/s", path)
+        host_copy = host_copy_bandwidth(self.metadata, self.records)
+        if host_copy and ys and any(on_cpu(line.impl, self.records) for line in self.series):
+            self.ceiling(panels, ys, host_copy, f"host copy bandwidth {host_copy:.0f} GB/s", path)
         self.finish_rate(fig, panels, path, "GB/s", xs, ys, any_mismatch,
                          "GB/s = minimum bytes (Q, K, V, O once) / median time",
                          "dashed: PyTorch SDPA (contiguous only) · " if any_peer else "")
@@ -719,6 +736,22 @@ def copy_bandwidth(metadata, records):
     derived = sorted(number(r, "gbytes_per_s") / number(r, "bandwidth_fraction") for r in records
                      if r["impl"].startswith("cuda.") and number(r, "gbytes_per_s") and number(r, "bandwidth_fraction"))
     return derived[len(derived) // 2] if derived else None
+
+
+def host_copy_bandwidth(metadata, records):
+    """The host's copy bandwidth in GB/s: the --json document's rates.memory_gbytes_per_s, else the median of
+    gbytes_per_s / bandwidth_fraction over cpu.* records that carry both; None when neither exists."""
+    value = number(metadata.get("rates"), "memory_gbytes_per_s") if isinstance(metadata.get("rates"), dict) else None
+    if value:
+        return value
+    derived = sorted(number(r, "gbytes_per_s") / number(r, "bandwidth_fraction") for r in records
+                     if r["impl"].startswith("cpu.") and number(r, "gbytes_per_s") and number(r, "bandwidth_fraction"))
+    return derived[len(derived) // 2] if derived else None
+
+
+def on_cpu(impl, records):
+    """Whether the implementation's records ran on the host's CPU (faprobe's cpu.*, or a peer's CPU backend)."""
+    return impl.startswith("cpu.") or any(r["impl"] == impl and r.get("device") == "cpu" for r in records)
 
 
 def is_peer(impl):
