@@ -727,25 +727,23 @@ def measured_rate(record, field, amount, scale):
 
 
 def copy_bandwidth(metadata, records):
-    """The GPU's copy bandwidth in GB/s: the --json document's rates.gpu, else the median of
-    gbytes_per_s / bandwidth_fraction over the records that carry both; None when neither exists."""
-    gpu = (metadata.get("rates") or {}).get("gpu") if isinstance(metadata.get("rates"), dict) else None
-    value = number(gpu, "copy_gbytes_per_s")
-    if value:
-        return value
-    derived = sorted(number(r, "gbytes_per_s") / number(r, "bandwidth_fraction") for r in records
-                     if r["impl"].startswith("cuda.") and number(r, "gbytes_per_s") and number(r, "bandwidth_fraction"))
-    return derived[len(derived) // 2] if derived else None
+    """The GPU's copy bandwidth in GB/s: the --json document's rates.gpu.copy_gbytes_per_s, else derived from
+    the cuda.* records; None when neither exists."""
+    rates = metadata.get("rates") if isinstance(metadata.get("rates"), dict) else {}
+    return number(rates.get("gpu"), "copy_gbytes_per_s") or derived_copy_bandwidth(records, "cuda.")
 
 
 def host_copy_bandwidth(metadata, records):
-    """The host's copy bandwidth in GB/s: the --json document's rates.memory_gbytes_per_s, else the median of
-    gbytes_per_s / bandwidth_fraction over cpu.* records that carry both; None when neither exists."""
-    value = number(metadata.get("rates"), "memory_gbytes_per_s") if isinstance(metadata.get("rates"), dict) else None
-    if value:
-        return value
+    """The host's copy bandwidth in GB/s: the --json document's rates.memory_gbytes_per_s, else derived from
+    the cpu.* records; None when neither exists."""
+    return number(metadata.get("rates"), "memory_gbytes_per_s") or derived_copy_bandwidth(records, "cpu.")
+
+
+def derived_copy_bandwidth(records, prefix):
+    """The median of gbytes_per_s / bandwidth_fraction (the copy bandwidth each record was judged against)
+    over the records of implementations named prefix* that carry both; None when none does."""
     derived = sorted(number(r, "gbytes_per_s") / number(r, "bandwidth_fraction") for r in records
-                     if r["impl"].startswith("cpu.") and number(r, "gbytes_per_s") and number(r, "bandwidth_fraction"))
+                     if r["impl"].startswith(prefix) and number(r, "gbytes_per_s") and number(r, "bandwidth_fraction"))
     return derived[len(derived) // 2] if derived else None
 
 
