@@ -43,8 +43,12 @@ class Cli : public test_support::TempDirTest {
 
   // Runs `ENV faprobe ARGS` in the test's directory through the shell; captures stdout and stderr.
   Result faprobe(const std::string& args, const std::string& env = "") const {
-    const std::string command =
-        "cd '" + directory_.string() + "' && " + env + " '" FAPROBE_BINARY "' " + args + " >stdout.txt 2>stderr.txt";
+    return shell(env + " '" FAPROBE_BINARY "' " + args);
+  }
+
+  // Runs a shell command line in the test's directory; captures stdout and stderr.
+  Result shell(const std::string& command_line) const {
+    const std::string command = "cd '" + directory_.string() + "' && " + command_line + " >stdout.txt 2>stderr.txt";
     const int raw = std::system(command.c_str());
     Result result;
     result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;

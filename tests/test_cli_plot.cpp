@@ -26,14 +26,7 @@ class CliPlot : public Cli {
   }
   // plot.py ARGS in the test's directory; captures stdout and stderr.
   Result plot(const std::string& args) const {
-    const std::string command = "cd '" + directory_.string() + "' && /usr/bin/python3 '" FAPROBE_SOURCE_DIR
-                                "/scripts/plot.py' " + args + " >plot-out.txt 2>plot-err.txt";
-    const int raw = std::system(command.c_str());
-    Result result;
-    result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    result.out = read_file(path("plot-out.txt"));
-    result.err = read_file(path("plot-err.txt"));
-    return result;
+    return shell("/usr/bin/python3 '" FAPROBE_SOURCE_DIR "/scripts/plot.py' " + args);
   }
   double rate(const std::string& document, const char* field) const {
     return nlohmann::json::parse(read_file(path(document))).at("rates").at(field).get<double>();

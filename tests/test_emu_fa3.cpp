@@ -52,15 +52,7 @@ VerifyResult check(const Case& c, const HostTensor& output) { return check_outpu
 // The EmulationError message of running fa3 with kDefect on c ("" if it ran), within the hang deadline.
 template <Defect kDefect>
 std::string emulation_error(const Case& c) {
-  std::string message;
-  emu::testing::within_deadline([&] {
-    try {
-      run_fa3<kDefect>(c);
-    } catch (const emu::EmulationError& e) {
-      message = e.what();
-    }
-  });
-  return message;
+  return emu::testing::launch_error([&] { run_fa3<kDefect>(c); });
 }
 
 // Block sizes (Traits): 128 query rows (two consumers of 64); keys 128 per block at d 64 and 128, 64 at 256.

@@ -398,12 +398,7 @@ class Launch {
   // A schedule other than the default also switches fibers at random at instruction-layer calls.
   void maybe_yield() {
     if (seed_ == 0 || random_() % 8 != 0) return;
-    Fiber& self = running();
-    void* fake_stack = nullptr;
-    sanitizer_start_switch(&fake_stack, scheduler_stack_bottom_, scheduler_stack_size_);
-    swapcontext(&self.context, &scheduler_);  // stays runnable
-    sanitizer_finish_switch(fake_stack, nullptr, nullptr);
-    if (cancelling_) throw FiberCancelled{};
+    switch_to_scheduler();  // stays runnable
   }
 
   void shared_access(const void* address, std::size_t bytes, bool write) {
@@ -1218,8 +1213,14 @@ class Launch {
   }
 
   void suspend() {
+    running().state = FiberState::blocked;
+    switch_to_scheduler();
+  }
+
+  // Back to the scheduler from the running fiber, which resumes here when scheduled again (or unwinds when
+  // the launch is being abandoned).
+  void switch_to_scheduler() {
     Fiber& self = running();
-    self.state = FiberState::blocked;
     void* fake_stack = nullptr;
     sanitizer_start_switch(&fake_stack, scheduler_stack_bottom_, scheduler_stack_size_);
     swapcontext(&self.context, &scheduler_);
