@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "case_support.hpp"
+#include "cpu/cpu_implementation.hpp"
 #include "cpu/factories.hpp"
 #include "model/case.hpp"
 #include "model/memory.hpp"
@@ -189,6 +190,35 @@ TEST_P(CpuKernel, SecondRunGivesTheSameOutput) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OddShapes, CpuKernel, testing::ValuesIn(kernel_cases()), test_name);
+
+// cpu.decode-splitk's choice (FlashDecoding's occupancy argument): the walk and split count it ran with,
+// from the record's details.
+nlohmann::json splitk_details(const Case& c) {
+  const std::unique_ptr<Implementation> impl = cpu::make_decode_splitk();  // outlives its prepared case
+  const std::unique_ptr<PreparedCase> prepared = impl->prepare(c);
+  prepared->timed_run();
+  return prepared->details();
+}
+
+TEST(SplitKPlan, SplitsOnlyWhereHeadsLeaveThreadsIdle) {
+  const std::int64_t threads = cpu::cpu_threads();
+  // One head, long context: the keys are the only parallelism, so they are split (when there are threads).
+  const nlohmann::json one_head = splitk_details(decode_case(1, 1, 1, 8192, 64, DType::fp32));
+  EXPECT_EQ(one_head.at("walk"), "whole-rows");  // one KV head: its rows are whole rows
+  EXPECT_EQ(one_head.at("splits").get<std::int64_t>() > 1, threads > 1) << one_head.dump();
+  // As many heads as threads, in cache: every thread has a head; a split would only add the combine.
+  const nlohmann::json busy = splitk_details(decode_case(1, threads, threads, 8192, 64, DType::fp32));
+  EXPECT_EQ(busy.at("walk"), "per-head");
+  EXPECT_EQ(busy.at("splits"), 1) << busy.dump();
+  // MQA: whole rows (every head from one row), split across the threads since batch 1 is one unit.
+  const nlohmann::json mqa = splitk_details(decode_case(1, 8, 1, 8192, 64, DType::fp32));
+  EXPECT_EQ(mqa.at("walk"), "whole-rows");
+  EXPECT_EQ(mqa.at("splits").get<std::int64_t>() > 1, threads > 1) << mqa.dump();
+  // --splits still forces the count, whatever the heuristic would choose.
+  Case forced = decode_case(1, threads, threads, 8192, 64, DType::fp32);
+  forced.splits = 5;
+  EXPECT_EQ(splitk_details(forced).at("splits"), 5);
+}
 
 TEST(CpuKernelRows, RowsThatSeeNoKeyAreZeros) {
   // seq_q > seq_k, causal: rows i < seq_q - seq_k see no key.

@@ -41,6 +41,19 @@ Case planted_case(std::int64_t seq_q, std::int64_t seq_k, Mask mask, Mode mode =
   return c;
 }
 
+// Forced split count (--splits): the heuristic would not split 2 heads on 2 threads at all.
+Case with_splits(Case c, std::int64_t splits) {
+  c.splits = splits;
+  c.validate();
+  return c;
+}
+
+Case mqa(Case c) {
+  c.kv_heads = 1;
+  c.validate();
+  return c;
+}
+
 VerifyResult run_and_check(const Implementation& impl, const Case& c) {
   EXPECT_EQ(impl.supports(c), "") << impl.name();
   const std::unique_ptr<PreparedCase> prepared = impl.prepare(c);
@@ -69,7 +82,11 @@ std::vector<Planted> planted() {
        planted_case(130, 130, Mask::causal), planted_case(130, 130, Mask::none)},
       // Several key ranges with different maxima: the combine must rescale. One range: nothing to combine.
       {"decode_splitk_combine_no_rescale", cpu::make_planted_decode_splitk, PlantedDefect::combine_no_rescale,
-       planted_case(1, 5000, Mask::none, Mode::decode), planted_case(1, 300, Mask::none, Mode::decode)},
+       with_splits(planted_case(1, 5000, Mask::none, Mode::decode), 8), planted_case(1, 300, Mask::none, Mode::decode)},
+      // The same through the whole-row walk (MQA: one KV head, which that walk serves every head from).
+      {"decode_splitk_combine_no_rescale_whole_rows", cpu::make_planted_decode_splitk,
+       PlantedDefect::combine_no_rescale, mqa(planted_case(1, 5000, Mask::none, Mode::decode)),
+       mqa(planted_case(1, 300, Mask::none, Mode::decode))},
   };
 }
 

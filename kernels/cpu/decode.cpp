@@ -3,14 +3,15 @@
 // cpu.decode-splitk improves on.
 //
 // Tiling: one work item per (batch entry, query head), shared among the threads (no parallelism inside a
-// row, so batch·heads < threads leaves cores idle). The keys are taken kChunk at a time so the scores, the
+// row, so batch·heads < threads leaves cores idle). The keys are taken kDecodeChunk at a time (the walk is
+// decode_head_walk.hpp's, shared with cpu.decode-splitk) so the scores, the
 // exp and the two matrix–vector products vectorise: s = K_chunk·q, the online softmax on s, acc += V_chunkᵀ·p.
 // fp32 K/V are read in place; fp16/bf16 chunks are converted into the thread's workspace first.
 //
 // Napkin math (batch 1, heads 32, head_dim 128, seq_k 32768, fp32):
 //   FLOPs      4·b·h·seq_k·d = 537 MFLOP, about 1 FLOP per byte of K and V.
 //   Bytes      K and V once: 2·b·seq_k·kv_heads·d·4 = 1.07 GB.
-//   Workspace  threads × (2·d + kChunk (+ 2·kChunk·d for fp16/bf16)) · 4 B: ~3 KiB (fp32).
+//   Workspace  threads × (2·d + kDecodeChunk (+ 2·kDecodeChunk·d for fp16/bf16)) · 4 B: ~3 KiB (fp32).
 //   Bound      memory: ~1 GB at the machine's ~10–20 GB/s is 50–100 ms; the FLOPs would take ~5 ms. Walking
 //              one head reads head_dim·4 = 512 B out of every heads·head_dim·4 = 16 KiB row, a strided
 //              stream that crosses a 4 KiB page every row, which the hardware prefetchers follow poorly.
@@ -23,23 +24,20 @@
 
 #include "cpu/common.hpp"
 #include "cpu/cpu_implementation.hpp"
+#include "cpu/decode_head_walk.hpp"
 #include "cpu/factories.hpp"
 #include "cpu/online_softmax.hpp"
 
 namespace faprobe::cpu {
 namespace {
 
-// Keys per step: long enough that the exp and the matrix–vector products vectorise well, short enough that
-// the converted fp16/bf16 chunk (2·kChunk·d floats) stays in L1/L2.
-constexpr std::int64_t kChunk = 64;
-
 struct DecodePlan {
   std::int64_t threads = 0;
   bool convert_kv = false;
 
+  // the walk's buffers and the accumulator
   std::int64_t per_thread_floats(std::int64_t head_dim) const {
-    return 2 * cache_line_floats(head_dim) + cache_line_floats(kChunk) +
-           (convert_kv ? 2 * cache_line_floats(kChunk * head_dim) : 0);
+    return head_walk_floats(head_dim, convert_kv) + cache_line_floats(head_dim);
   }
   std::uint64_t workspace_bytes(std::int64_t head_dim) const {
     return std::uint64_t(threads * per_thread_floats(head_dim)) * sizeof(float);
@@ -57,42 +55,13 @@ template <class T> void decode_forward(const ForwardArgs& args, const DecodePlan
 
 #pragma omp parallel for schedule(dynamic) num_threads(int(plan.threads))
   for (std::int64_t bh = 0; bh < heads_total; ++bh) {
-    const std::int64_t b = bh / c.heads, head = bh % c.heads, kv_head = c.kv_head_of(head);
-    const std::int64_t key_end = c.visible_keys(b, 0);  // seq_q = 1: every key of the entry, causal or not
-    // The entry's keys are consecutive storage rows (contiguous layout, equal or variable lengths).
-    const std::int64_t first_row = args.layout.storage_row(b, 0);
+    const std::int64_t b = bh / c.heads, head = bh % c.heads;
     float* buffer = workspace.data() + omp_get_thread_num() * per_thread;
-    RowVectorMap q(buffer, Eigen::Index(head_dim));
-    RowVectorMap acc(buffer + cache_line_floats(head_dim), Eigen::Index(head_dim));
-    float* scores_data = buffer + 2 * cache_line_floats(head_dim);
-    float* k_data = scores_data + cache_line_floats(kChunk);
-    float* v_data = k_data + cache_line_floats(kChunk * head_dim);
-
-    load_rows<T>(args.q, b, 0, 1, head, q.data());
-    q *= float(c.scale());
-    acc.setZero();
+    float* acc = buffer + head_walk_floats(head_dim, plan.convert_kv);
     OnlineSoftmax state;
-    for (std::int64_t k0 = 0; k0 < key_end; k0 += kChunk) {
-      const std::int64_t count = std::min(kChunk, key_end - k0);
-      Eigen::Map<Eigen::VectorXf> scores(scores_data, Eigen::Index(count));
-      // s = K·q (the scale is in q)
-      if constexpr (std::is_same_v<T, float>) {
-        scores.noalias() = head_rows<float>(args.k, 0, first_row + k0, count, kv_head) * q.transpose();
-      } else {
-        load_rows<T>(args.k, 0, first_row + k0, count, kv_head, k_data);
-        scores.noalias() = matrix_at(k_data, count, head_dim) * q.transpose();
-      }
-      // online softmax, then acc = alpha·acc + p·V
-      const float alpha = state.absorb(scores_data, count);
-      if (alpha != 1.0f) acc *= alpha;
-      if constexpr (std::is_same_v<T, float>) {
-        acc.noalias() += scores.transpose() * head_rows<float>(args.v, 0, first_row + k0, count, kv_head);
-      } else {
-        load_rows<T>(args.v, 0, first_row + k0, count, kv_head, v_data);
-        acc.noalias() += scores.transpose() * matrix_at(v_data, count, head_dim);
-      }
-    }
-    head_rows<T>(args.o, b, 0, 1, head) = (acc * state.inverse_sum()).template cast<T>();
+    // seq_q = 1: every key of the entry is visible, causal or not
+    walk_head_keys<T>(args, b, head, 0, c.visible_keys(b, 0), buffer, state, acc);
+    head_rows<T>(args.o, b, 0, 1, head) = (RowVectorMap(acc, Eigen::Index(head_dim)) * state.inverse_sum()).template cast<T>();
   }
 }
 
@@ -105,7 +74,7 @@ class Decode final : public CpuImplementation {
     if (c.mode != Mode::decode || c.seq_q != 1) return "decode implementations need --mode decode (seq_q = 1)";
     return "";
   }
-  // Variable lengths, packed: an entry's keys stay consecutive rows. Not paged: a chunk of kChunk keys
+  // Variable lengths, packed: an entry's keys stay consecutive rows. Not paged: a chunk of kDecodeChunk keys
   // would cross pages (cpu.decode-splitk takes paged caches).
   KvLayouts kv_layouts() const override { return {/*paged=*/false, /*varlen=*/true}; }
 
@@ -121,7 +90,7 @@ class Decode final : public CpuImplementation {
 
   void forward(const ForwardArgs& args, nlohmann::json& details) const override {
     const DecodePlan plan = plan_decode(args.c);
-    details["chunk"] = kChunk;
+    details["chunk"] = kDecodeChunk;
     details["threads"] = plan.threads;
     dispatch_storage(args.c.dtype, [&](auto tag) { decode_forward<decltype(tag)>(args, plan); });
   }

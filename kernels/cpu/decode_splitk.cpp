@@ -2,12 +2,16 @@
 // ranges processed in parallel, each with its own running max, sum and partial (unnormalised) output;
 // a combine step merges the partials of each row with the same rescaling as the online softmax.
 //
-// Tiling: a work item is (batch entry, key range of `chunk` keys) and covers every head: rows of K and V in
+// Tiling, for K and V beyond the caches: a work item is (batch entry, key range of `chunk` keys) and covers
+// every head: rows of K and V in
 // the (batch, seq, heads, head_dim) layout hold all heads of one key contiguously, so an item streams one
 // contiguous block of K and one of V (kStep keys at a time: the scores of all heads, the online softmax per
 // head, then acc_h += p_h·V), instead of picking head_dim values out of every heads·head_dim-wide row as a
-// per-head walk (cpu.decode) does. The number of splits gives every thread a few items (load balance) while
-// keeping ranges long (kMinChunk keys), so the partials and the combine stay negligible.
+// per-head walk (cpu.decode) does. For K and V that fit the caches a work item is (batch entry, head, key
+// range), walked per head as cpu.decode walks it (decode_head_walk.hpp). Either way the keys are split only
+// when the units without a split would leave threads idle, FlashDecoding's occupancy argument (plan_splits),
+// into ranges no shorter than kMinChunk keys, so the partials and the combine stay negligible; a per-head
+// walk with no split writes its output row directly, exactly as cpu.decode does.
 //
 // Why all heads per item: measured at batch 1, heads 32, head_dim 128, seq_k 32768 (1 GiB of fp32 K and V,
 // far beyond cache) on this 2-core machine, whose plain streaming read reaches 28 GB/s (20 on one core):
@@ -36,6 +40,7 @@
 
 #include "cpu/common.hpp"
 #include "cpu/cpu_implementation.hpp"
+#include "cpu/decode_head_walk.hpp"
 #include "cpu/factories.hpp"
 #include "cpu/online_softmax.hpp"
 #include "cpu/planted.hpp"
@@ -46,24 +51,52 @@ namespace {
 constexpr std::int64_t kStep = 16;        // keys whose scores are computed before one softmax update
 constexpr std::int64_t kMinChunk = 512;   // shortest key range worth a split (partials stay negligible)
 constexpr std::int64_t kPrefetchBytes = 1024;  // of a page's first row, one step before a paged walk jumps to it
-constexpr std::int64_t kItemsPerThread = 4;  // splits·batch ≥ this × threads, for dynamic load balance
+constexpr std::int64_t kItemsPerThread = 4;  // items ≥ this × threads, for dynamic load balance
+
+// How an item walks its keys: one head's strided pieces of the rows (decode_head_walk.hpp, cpu.decode's
+// walk), or whole rows, every head (attend_key_range below).
+enum class Walk { per_head, whole_rows };
 
 struct SplitPlan {
   std::int64_t threads = 0;
+  Walk walk = Walk::whole_rows;
   std::int64_t splits = 1;  // key ranges per batch entry
   std::int64_t chunk = 0;   // keys per range (a multiple of kStep)
   bool convert_kv = false;
 
+  // A per-head walk with one range writes the output directly; everything else goes through partials.
+  bool uses_partials() const { return walk == Walk::whole_rows || splits > 1; }
   std::int64_t per_thread_floats(const Case& c) const {
+    if (walk == Walk::per_head) return head_walk_floats(c.head_dim, convert_kv) + cache_line_floats(c.head_dim);
     return cache_line_floats(c.heads * c.head_dim) + cache_line_floats(c.heads * kStep) +
            (convert_kv ? 2 * cache_line_floats(c.kv_heads * c.head_dim) : 0);
   }
-  std::int64_t partial_rows(const Case& c) const { return c.batch * splits * c.heads; }
+  std::int64_t partial_rows(const Case& c) const { return uses_partials() ? c.batch * splits * c.heads : 0; }
   std::uint64_t workspace_bytes(const Case& c) const {
     return std::uint64_t(threads * per_thread_floats(c) + partial_rows(c) * c.head_dim) * sizeof(float) +
            std::uint64_t(partial_rows(c)) * sizeof(OnlineSoftmax);
   }
 };
+
+// FlashDecoding's occupancy argument, for CPU threads instead of SMs. The parallel units without a split
+// are batch·heads per-head walks (or batch whole-row walks); when they already keep every thread busy and
+// balanced, a split only adds partials and a combine, so there is none. Otherwise the keys are cut into
+// enough ranges for kItemsPerThread items per thread, none shorter than kMinChunk keys.
+//
+// Which walk: a per-head walk reads head_dim values out of every kv_heads·head_dim-wide row, which the
+// hardware prefetchers follow well while K and V sit in the caches, but poorly from DRAM; whole rows stream.
+// So whole rows when K and V exceed kCachedKvBytes (or the cache is paged: a per-head chunk would cross
+// pages), per-head walks otherwise, and for MQA (one KV head: whole rows are that head's rows). Measured
+// with each walk forced, b1 h4 d64 fp32 (2 cores, 2 MiB L2 each, 105 MiB L3 shared), one run each:
+//   k16384 (34 MB of K/V)   per-head 6.2 ms, whole rows 6.0 ms: the same
+//   k65536 (134 MB)         per-head 35.1 ms, whole rows 18.5 ms
+//   k262144 (537 MB)        per-head 110.9 ms, whole rows 92.3 ms
+constexpr std::uint64_t kCachedKvBytes = std::uint64_t(64) << 20;
+
+Walk choose_walk(const Case& c) {
+  const std::uint64_t kv_bytes = 2 * std::uint64_t(c.total_keys() * c.kv_heads * c.head_dim) * dtype_bytes(c.dtype);
+  return c.paged() || kv_bytes > kCachedKvBytes || c.kv_heads == 1 ? Walk::whole_rows : Walk::per_head;
+}
 
 // The heuristic, unless the case forces a split count (--splits N: exactly N ranges, the last ones empty
 // when N·kStep exceeds the keys). With variable lengths every entry is cut into the same number of ranges of
@@ -72,8 +105,14 @@ SplitPlan plan_splits(const Case& c) {
   SplitPlan plan;
   plan.threads = cpu_threads();
   plan.convert_kv = c.dtype != DType::fp32;
+  plan.walk = choose_walk(c);
   const std::int64_t keys = std::max<std::int64_t>(c.seq_k, 1);  // the longest entry (seq_q = 1: all visible)
-  const std::int64_t wanted = (kItemsPerThread * plan.threads + c.batch - 1) / c.batch;
+  const std::int64_t units = plan.walk == Walk::per_head ? c.batch * c.heads : c.batch;
+  // Equal units spread evenly over the threads need no split; unequal ones (variable lengths) need enough
+  // of them for the dynamic schedule to even out.
+  const bool busy = units >= kItemsPerThread * plan.threads ||
+                    (!c.varlen() && units >= plan.threads && units % plan.threads == 0);
+  const std::int64_t wanted = busy ? 1 : (kItemsPerThread * plan.threads + units - 1) / units;
   const std::int64_t most = (keys + kMinChunk - 1) / kMinChunk;
   const std::int64_t splits = c.splits > 0 ? c.splits : std::clamp<std::int64_t>(wanted, 1, most);
   plan.chunk = ((keys + splits - 1) / splits + kStep - 1) / kStep * kStep;
@@ -158,18 +197,34 @@ template <class T, PlantedDefect Defect> void splitk_forward(const ForwardArgs& 
   const Workspace<float> partial_acc(std::size_t(plan.partial_rows(c) * head_dim));
   const Workspace<OnlineSoftmax> partial_state(std::size_t(plan.partial_rows(c)));
 
-  // Split: every (batch entry, key range) in parallel, each with its own state.
-  const std::int64_t items = c.batch * plan.splits;
+  // Split: every (batch entry, key range) in parallel, each with its own state; per-head walks also
+  // take each head separately. Partial index: (batch entry · splits + split) · heads + head.
+  const std::int64_t heads_per_item = plan.walk == Walk::per_head ? 1 : c.heads;
+  const std::int64_t items = c.batch * (c.heads / heads_per_item) * plan.splits;
 #pragma omp parallel for schedule(dynamic) num_threads(int(plan.threads))
   for (std::int64_t item = 0; item < items; ++item) {
-    const std::int64_t b = item / plan.splits, split = item % plan.splits;
+    const std::int64_t split = item % plan.splits, bh = item / plan.splits;
+    const std::int64_t b = bh / (c.heads / heads_per_item), head = bh % (c.heads / heads_per_item) * heads_per_item;
     const std::int64_t key_end = c.visible_keys(b, 0);  // seq_q = 1: every key of the entry, causal or not
     const std::int64_t k_begin = std::min(split * plan.chunk, key_end);
     const std::int64_t k_end = std::min(k_begin + plan.chunk, key_end);
-    attend_key_range<T>(args, b, k_begin, k_end, workspace.data() + omp_get_thread_num() * per_thread,
-                        plan.convert_kv, partial_state.data() + item * c.heads,
-                        partial_acc.data() + item * c.heads * head_dim);
+    float* buffer = workspace.data() + omp_get_thread_num() * per_thread;
+    if (plan.walk == Walk::whole_rows) {
+      const std::int64_t partial = (b * plan.splits + split) * c.heads;
+      attend_key_range<T>(args, b, k_begin, k_end, buffer, plan.convert_kv, partial_state.data() + partial,
+                          partial_acc.data() + partial * head_dim);
+    } else if (!plan.uses_partials()) {  // one range: the walk's state is the row's, written out here
+      float* acc = buffer + head_walk_floats(head_dim, plan.convert_kv);
+      OnlineSoftmax state;
+      walk_head_keys<T>(args, b, head, k_begin, k_end, buffer, state, acc);
+      head_rows<T>(args.o, b, 0, 1, head) = (RowVectorMap(acc, Eigen::Index(head_dim)) * state.inverse_sum()).template cast<T>();
+    } else {
+      const std::int64_t partial = (b * plan.splits + split) * c.heads + head;
+      walk_head_keys<T>(args, b, head, k_begin, k_end, buffer, partial_state.data()[partial],
+                        partial_acc.data() + partial * head_dim);
+    }
   }
+  if (!plan.uses_partials()) return;
 
   // Combine: per (batch, head), merge the partials of every split, rescaling each to the common max.
   const std::int64_t heads_total = c.batch * c.heads;
@@ -219,6 +274,7 @@ template <PlantedDefect Defect> class DecodeSplitK final : public CpuImplementat
 
   void forward(const ForwardArgs& args, nlohmann::json& details) const override {
     const SplitPlan plan = plan_splits(args.c);
+    details["walk"] = plan.walk == Walk::per_head ? "per-head" : "whole-rows";
     details["splits"] = plan.splits;
     details["chunk"] = plan.chunk;
     details["step"] = kStep;
