@@ -35,10 +35,7 @@ struct DecodePlan {
   std::int64_t threads = 0;
   bool convert_kv = false;
 
-  // the walk's buffers and the accumulator
-  std::int64_t per_thread_floats(std::int64_t head_dim) const {
-    return head_walk_floats(head_dim, convert_kv) + cache_line_floats(head_dim);
-  }
+  std::int64_t per_thread_floats(std::int64_t head_dim) const { return head_row_floats(head_dim, convert_kv); }
   std::uint64_t workspace_bytes(std::int64_t head_dim) const {
     return std::uint64_t(threads * per_thread_floats(head_dim)) * sizeof(float);
   }
@@ -55,13 +52,8 @@ template <class T> void decode_forward(const ForwardArgs& args, const DecodePlan
 
 #pragma omp parallel for schedule(dynamic) num_threads(int(plan.threads))
   for (std::int64_t bh = 0; bh < heads_total; ++bh) {
-    const std::int64_t b = bh / c.heads, head = bh % c.heads;
-    float* buffer = workspace.data() + omp_get_thread_num() * per_thread;
-    float* acc = buffer + head_walk_floats(head_dim, plan.convert_kv);
-    OnlineSoftmax state;
-    // seq_q = 1: every key of the entry is visible, causal or not
-    walk_head_keys<T>(args, b, head, 0, c.visible_keys(b, 0), buffer, state, acc);
-    head_rows<T>(args.o, b, 0, 1, head) = (RowVectorMap(acc, Eigen::Index(head_dim)) * state.inverse_sum()).template cast<T>();
+    decode_head_row<T>(args, bh / c.heads, bh % c.heads, workspace.data() + omp_get_thread_num() * per_thread,
+                       plan.convert_kv);
   }
 }
 

@@ -62,4 +62,19 @@ void walk_head_keys(const ForwardArgs& args, std::int64_t b, std::int64_t head, 
   }
 }
 
+// The whole row: every visible key of entry b (seq_q = 1: all of them, causal or not), normalised and written
+// to O. `buffer` holds head_row_floats() values: the walk's, then the accumulator.
+inline std::int64_t head_row_floats(std::int64_t head_dim, bool convert_kv) {
+  return head_walk_floats(head_dim, convert_kv) + cache_line_floats(head_dim);
+}
+
+template <class T>
+void decode_head_row(const ForwardArgs& args, std::int64_t b, std::int64_t head, float* buffer, bool convert_kv) {
+  const std::int64_t head_dim = args.c.head_dim;
+  float* acc = buffer + head_walk_floats(head_dim, convert_kv);
+  OnlineSoftmax state;
+  walk_head_keys<T>(args, b, head, 0, args.c.visible_keys(b, 0), buffer, state, acc);
+  head_rows<T>(args.o, b, 0, 1, head) = (RowVectorMap(acc, Eigen::Index(head_dim)) * state.inverse_sum()).template cast<T>();
+}
+
 }  // namespace faprobe::cpu

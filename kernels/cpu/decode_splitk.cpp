@@ -67,7 +67,7 @@ struct SplitPlan {
   // A per-head walk with one range writes the output directly; everything else goes through partials.
   bool uses_partials() const { return walk == Walk::whole_rows || splits > 1; }
   std::int64_t per_thread_floats(const Case& c) const {
-    if (walk == Walk::per_head) return head_walk_floats(c.head_dim, convert_kv) + cache_line_floats(c.head_dim);
+    if (walk == Walk::per_head) return head_row_floats(c.head_dim, convert_kv);
     return cache_line_floats(c.heads * c.head_dim) + cache_line_floats(c.heads * kStep) +
            (convert_kv ? 2 * cache_line_floats(c.kv_heads * c.head_dim) : 0);
   }
@@ -200,11 +200,12 @@ template <class T, PlantedDefect Defect> void splitk_forward(const ForwardArgs& 
   // Split: every (batch entry, key range) in parallel, each with its own state; per-head walks also
   // take each head separately. Partial index: (batch entry · splits + split) · heads + head.
   const std::int64_t heads_per_item = plan.walk == Walk::per_head ? 1 : c.heads;
-  const std::int64_t items = c.batch * (c.heads / heads_per_item) * plan.splits;
+  const std::int64_t items_per_entry = c.heads / heads_per_item;  // per key range
+  const std::int64_t items = c.batch * items_per_entry * plan.splits;
 #pragma omp parallel for schedule(dynamic) num_threads(int(plan.threads))
   for (std::int64_t item = 0; item < items; ++item) {
     const std::int64_t split = item % plan.splits, bh = item / plan.splits;
-    const std::int64_t b = bh / (c.heads / heads_per_item), head = bh % (c.heads / heads_per_item) * heads_per_item;
+    const std::int64_t b = bh / items_per_entry, head = bh % items_per_entry * heads_per_item;
     const std::int64_t key_end = c.visible_keys(b, 0);  // seq_q = 1: every key of the entry, causal or not
     const std::int64_t k_begin = std::min(split * plan.chunk, key_end);
     const std::int64_t k_end = std::min(k_begin + plan.chunk, key_end);
@@ -213,11 +214,8 @@ template <class T, PlantedDefect Defect> void splitk_forward(const ForwardArgs& 
       const std::int64_t partial = (b * plan.splits + split) * c.heads;
       attend_key_range<T>(args, b, k_begin, k_end, buffer, plan.convert_kv, partial_state.data() + partial,
                           partial_acc.data() + partial * head_dim);
-    } else if (!plan.uses_partials()) {  // one range: the walk's state is the row's, written out here
-      float* acc = buffer + head_walk_floats(head_dim, plan.convert_kv);
-      OnlineSoftmax state;
-      walk_head_keys<T>(args, b, head, k_begin, k_end, buffer, state, acc);
-      head_rows<T>(args.o, b, 0, 1, head) = (RowVectorMap(acc, Eigen::Index(head_dim)) * state.inverse_sum()).template cast<T>();
+    } else if (!plan.uses_partials()) {  // one range, the whole row: cpu.decode's item
+      decode_head_row<T>(args, b, head, buffer, plan.convert_kv);
     } else {
       const std::int64_t partial = (b * plan.splits + split) * c.heads + head;
       walk_head_keys<T>(args, b, head, k_begin, k_end, buffer, partial_state.data()[partial],
