@@ -313,7 +313,7 @@ TEST(EmulatorTma, StoreRoundTripAndStoresOnlyInsideTheTensor) {
 
 TEST(EmulatorTma, StoreWritesWhatThreadsPutInSharedMemory) {
   // The epilogue's use: threads write the tile (no swizzle) and one thread stores it; a 1-D map of 256
-  // 32-bit values stored at -32 writes elements 0..95 only.
+  // 32-bit values stored at 160 writes elements 160..255 only (the box's last 32 hang off the end).
   std::vector<std::uint32_t> out(256, 0xabababab);
   TensorMapShape shape;
   shape.rank = 1;
@@ -329,14 +329,14 @@ TEST(EmulatorTma, StoreWritesWhatThreadsPutInSharedMemory) {
       isa::fence_proxy_async();
       isa::sync_threads();  // the whole tile is written before it is stored
       if (tid == 0) {
-        isa::tma_store<1>(map, kTile, {-32});
+        isa::tma_store<1>(map, kTile, {160});
         isa::tma_store_commit_group();
         isa::tma_store_wait_group<0>();
       }
     });
   });
   for (std::size_t i = 0; i < out.size(); ++i)
-    ASSERT_EQ(out[i], i < 96 ? 1000 + 32 + i : 0xababababu) << i;
+    ASSERT_EQ(out[i], i >= 160 ? 1000 + (i - 160) : 0xababababu) << i;
 }
 
 // The message of emulated_tensor_map's std::invalid_argument ("" if it accepted the shape).
@@ -404,6 +404,10 @@ TEST(EmulatorTma, MisuseIsReported) {
   const auto store_2d = [](const isa::TensorMap& m, std::size_t tile) { isa::tma_store<2>(m, tile, {0, 0}); };
   expect_mentions(launch_error({"tma_zeroed_store", {1, 1, 1}, {1, 1, 1}, 4096}, issue(zeroed, kTile, store_2d)),
                   {"cp.async.bulk.tensor.2d.global.shared::cta", "not made by emulated_tensor_map"});
+  // A store whose box starts before the tensor (an illegal instruction on an H200), where a load is fine.
+  const auto store_negative = [](const isa::TensorMap& m, std::size_t tile) { isa::tma_store<2>(m, tile, {0, -1}); };
+  expect_mentions(launch_error({"tma_negative_store", {1, 1, 1}, {1, 1, 1}, 4096}, issue(map, kTile, store_negative)),
+                  {"cp.async.bulk.tensor.2d.global.shared::cta", "coordinate 1 = -1 < 0", "illegal instruction"});
   // A 3-D copy with a 2-D map.
   const auto load_3d = [](const isa::TensorMap& m, std::size_t tile) {
     isa::tma_load<3>(tile, m, kBarrier, {0, 0, 0});

@@ -1,8 +1,9 @@
 // Instruction probes, part 4: Hopper's tensor copies (isa_tma.hpp) with an mbarrier (isa.hpp part 4). One
 // kernel body loads three boxes of a 16-bit matrix into shared memory with cp.async.bulk.tensor (one inside
 // the matrix, one hanging off its right and bottom edges, one at negative coordinates), writes the shared
-// bytes out as words, and stores the three boxes back with the store form into a second matrix, where only
-// the elements inside the matrix may be written. Compiled by nvcc in tma_probes.cu (sm_90a; a trapping
+// bytes out as words, and stores the boxes that start inside the matrix (the first two) back with the store
+// form into a second matrix, where only the elements inside the matrix may be written. (A store at negative
+// coordinates is an illegal instruction on an H200, seen 2026-12-04, so the third box is loaded only.) Compiled by nvcc in tma_probes.cu (sm_90a; a trapping
 // stub below sm_90) and by the host compiler in probe_suite.cpp, whose emulated output is the reference the
 // GPU's must equal bit for bit: the swizzled shared-memory image shows the swizzle pattern and the
 // out-of-bounds zeros, the stored matrix the un-swizzling and the bounds of stores. Each thread's part is
@@ -24,6 +25,7 @@ inline constexpr unsigned tma_probe_cols = 200;
 inline constexpr unsigned tma_probe_box_cols = 64;
 inline constexpr unsigned tma_probe_box_rows = 32;
 inline constexpr unsigned tma_probe_boxes = 3;
+inline constexpr unsigned tma_probe_stored_boxes = 2;  // the boxes at non-negative coordinates
 inline constexpr unsigned tma_probe_box_bytes = tma_probe_box_cols * tma_probe_box_rows * 2;
 inline constexpr std::size_t tma_probe_barrier = 0;     // the mbarrier's shared offset
 inline constexpr std::size_t tma_probe_first_box = 1024;  // boxes 1024-byte aligned, as swizzling needs
@@ -59,7 +61,7 @@ FAPROBE_DEVICE void tma_copy(const isa::TensorMap& load_map, const isa::TensorMa
   for (std::size_t i = tid; i < boxes.size(); i += tma_probe_threads) shared_words[i] = boxes[i];
   if (tid == 0) {
     isa::fence_proxy_async();  // harmless here (no generic writes to the boxes); the order a kernel's epilogue needs
-    for (unsigned box = 0; box < tma_probe_boxes; ++box)
+    for (unsigned box = 0; box < tma_probe_stored_boxes; ++box)
       isa::tma_store<2>(store_map, tma_probe_first_box + box * std::size_t{tma_probe_box_bytes},
                         {tma_probe_col(box), tma_probe_row(box)});
     isa::tma_store_commit_group();

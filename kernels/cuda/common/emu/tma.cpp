@@ -124,6 +124,14 @@ void tma_load(std::size_t shared_offset, const TensorMapParams& map, std::size_t
 void tma_store(const TensorMapParams& map, std::size_t shared_offset, int rank, const int* coords) {
   const std::string instruction = store_name(rank);
   const std::size_t bytes = checked_box_bytes(map, rank, instruction);
+  // Loads take boxes that start outside the tensor on either side; stores only past its far edges. An
+  // H200 stopped the kernel with "an illegal instruction" at a 2-D store at (-16, -8) whose loads at the
+  // same coordinates had worked (faprobe probes under compute-sanitizer, 2026-12-04; results/h200/).
+  for (int d = 0; d < rank; ++d)
+    if (coords[d] < 0)
+      fail(instruction, fmt::format("the box starts at coordinate {} = {} < 0: a tensor store's box may hang off "
+                                    "the tensor's far edges only (on an H200 a negative start is an illegal "
+                                    "instruction)", d, coords[d]));
   const std::byte* shared = shared_box(map, shared_offset, bytes, instruction);
   std::vector<std::byte> box(bytes);
   for (std::size_t dense = 0; dense < bytes; dense += chunk_bytes) {

@@ -22,7 +22,8 @@
 // poison (0xFF) until then. A consumer must observe the phase (an mbarrier wait) before reading: the race
 // detector reports a read of a box that has not landed, or that has landed without the reader having
 // waited (emulator.hpp). A store is the reverse: it reads the box from shared memory (an async-proxy read,
-// checked as such) through the same swizzle and writes only the elements inside the tensor.
+// checked as such) through the same swizzle and writes only the elements inside the tensor; its box may
+// hang off the tensor's far edges but not start before it (an illegal instruction on an H200: tma.cpp).
 //
 // Deviations from hardware: a store reads shared memory at issue, so overwriting its source before
 // cp.async.bulk.wait_group.read is not caught. With swizzling and a box row (box[0] · element_bytes)
@@ -71,6 +72,7 @@ void tma_load(std::size_t shared_offset, const TensorMapParams& map, std::size_t
               const int* coords);
 // cp.async.bulk.tensor.<rank>d.global.shared::cta.tile.bulk_group: the box in shared memory at
 // shared_offset (same checks) to global memory at coords; elements outside the tensor are not written.
+// Throws EmulationError for a negative coordinate: hardware faults there (tma.cpp), though loads accept one.
 // The map holds a const pointer because loads are its common use; a store writes through it (the tensor
 // is the kernel's output, which the host made the map for).
 void tma_store(const TensorMapParams& map, std::size_t shared_offset, int rank, const int* coords);
