@@ -5,6 +5,7 @@ Usage:
   scripts/peers_torch.py --config configs/h200-quick.json --out peers.jsonl
   scripts/peers_torch.py --seq 512..16k --batch 1 --heads 16 --head-dim 128 --dtype bf16 --mask causal
   scripts/peers_torch.py --backend-table backends.md         (the seed's exercise C; no cases needed)
+  scripts/peers_torch.py --device cpu --seq 4096 --heads 8 --head-dim 64 --dtype fp32 --mask causal
 
 Runs each SDPA backend (torch.flash, torch.efficient, torch.cudnn, torch.math; each forced with
 torch.nn.attention.sdpa_kernel) on the cases a faprobe config or the same axis flags describe (the grammar
@@ -28,6 +29,12 @@ of faprobe's ranges, "parts" included; flags override the config), and appends o
 - Time: CUDA events around one call, a 2 x L2 buffer zeroed before each sample (the L2 flush), warm-up
   runs first, then samples until --min-samples and --min-time are met and the relative standard error of
   the mean is below --max-noise percent, or --max-time is spent; the median is reported.
+- --device cpu runs PyTorch's CPU backends, as faprobe times its CPU kernels: flash (ATen's tiled CPU
+  kernel) and math; efficient and cudnn exist only on CUDA and are recorded as unsupported. Threads:
+  torch.set_num_threads(--threads, default every core this process may use, as faprobe's CPU kernels);
+  time: the wall clock around one call, no cache flush (faprobe flushes no CPU caches either); the same
+  sampling rules. Records carry device "cpu" and details.threads, so they join faprobe's CPU records.
+  Memory on the CPU is predicted only (peak_bytes null): PyTorch keeps no allocator statistics there.
 - FLOPs as faprobe counts them: 4 * batch * heads * seq_q * avg_k * head_dim, avg_k the mean number of
   keys a row sees (bottom-right causal); bytes: Q, K, V read once and O written once.
 - Memory: peak_bytes = the inputs plus the high point of what PyTorch's caching allocator held during one
@@ -41,13 +48,14 @@ of faprobe's ranges, "parts" included; flags override the config), and appends o
 tensor), which backend the default dispatcher picks (torch._fused_sdp_choice, where this torch has it)
 and which backends accept the case; rows where the default is math are the silent fallbacks.
 
-Needs PyTorch with a CUDA device (--help does not). Exit status: 0 done; 1 some (backend, case) failed;
-2 bad usage, or no PyTorch or CUDA device.
+Needs PyTorch, with a CUDA device unless --device cpu (--help does not). Exit status: 0 done; 1 some
+(backend, case) failed; 2 bad usage, or no PyTorch or CUDA device.
 """
 
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -59,6 +67,7 @@ DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 AXES = ("seq", "seq_q", "batch", "heads", "kv_heads", "head_dim", "dtype", "mask", "mode", "seed", "page_size",
         "splits", "seqlens")
 MEASURE = {"warmup": 1, "min_samples": 10, "min_time": 0.5, "max_noise": 0.5, "max_time": 10.0}
+CPU_BACKENDS = ("flash", "math")  # SDPA's backends with a CPU kernel
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -197,25 +206,41 @@ def fmt_bytes(value):
 # Running one backend on one case
 
 
+def cpu_threads():
+    """Every core this process may use: what faprobe's CPU kernels take by default (OpenMP's default)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 class Peers:
-    def __init__(self, torch, measure):
-        self.torch, self.measure = torch, measure
+    def __init__(self, torch, measure, device="cuda", threads=None):
+        self.torch, self.measure, self.device_type = torch, measure, device
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         self.SDPBackend, self.sdpa_kernel = SDPBackend, sdpa_kernel
         self.functional = torch.nn.functional
+        self.dtypes = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+        if device == "cpu":
+            self.device = "cpu"  # as faprobe's CPU records name theirs
+            self.threads = threads or cpu_threads()
+            torch.set_num_threads(self.threads)
+            self.flush = None
+            return
         properties = torch.cuda.get_device_properties(0)
         self.device = properties.name
+        self.threads = None
         l2_bytes = getattr(properties, "L2_cache_size", 0) or (64 << 20)
         self.flush = torch.empty(2 * l2_bytes, dtype=torch.uint8, device="cuda")
-        self.dtypes = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+    def synchronize(self):
+        if self.device_type == "cuda":
+            self.torch.cuda.synchronize()
 
     def inputs(self, case):
-        torch = self.torch
-        generator = torch.Generator(device="cuda").manual_seed(case["seed"])
+        torch, device = self.torch, self.device_type
+        generator = torch.Generator(device=device).manual_seed(case["seed"])
         dtype = self.dtypes[case["dtype"]]
         shape = lambda seq, heads: (case["batch"], seq, heads, case["head_dim"])  # faprobe's layout
-        make = lambda seq, heads: torch.randn(shape(seq, heads), dtype=dtype, device="cuda", generator=generator)
+        make = lambda seq, heads: torch.randn(shape(seq, heads), dtype=dtype, device=device, generator=generator)
         q, k, v = make(case["seq_q"], case["heads"]), make(case["seq_k"], case["kv_heads"]), make(case["seq_k"], case["kv_heads"])
         return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # SDPA's (batch, heads, seq, head_dim)
 
@@ -225,20 +250,29 @@ class Peers:
             return self.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
                                                                 **extra)
 
-    def time(self, run):
-        torch, m = self.torch, self.measure
+    def sample(self, run):
+        """Seconds of one call: CUDA events after an L2 flush, or the wall clock on the CPU."""
+        if self.device_type == "cpu":
+            began = time.perf_counter()
+            run()
+            return time.perf_counter() - began
+        torch = self.torch
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self.flush.zero_()  # evicts Q, K, V from L2
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+    def time(self, run):
+        m = self.measure
         began = time.perf_counter()
         for _ in range(int(m["warmup"])):
             run()
         samples = []
         while True:
-            self.flush.zero_()  # evicts Q, K, V from L2
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) / 1e3)
+            samples.append(self.sample(run))
             spent = time.perf_counter() - began
             n = len(samples)
             noise = statistics.stdev(samples) / statistics.mean(samples) / math.sqrt(n) * 100 if n > 1 else 100
@@ -264,8 +298,13 @@ class Peers:
                   "memory": {"peak_bytes": None, "workspace_bytes": None, "predicted_bytes": predicted},
                   "verify": None, "details": {"backend": BACKENDS[backend], "torch": torch.__version__,
                                               "layout": "(batch, seq, heads, head_dim), transposed views",
-                                              "l2_flushed": True}}
+                                              "l2_flushed": self.device_type == "cuda"}}
+        if self.threads:
+            record["details"]["threads"] = self.threads
         causal = case["mask"] == "causal"
+        if self.device_type == "cpu" and backend not in CPU_BACKENDS:
+            return dict(record, status="unsupported", reason=f"SDPA's {backend} backend has no CPU kernel "
+                        f"(on the CPU: {', '.join(CPU_BACKENDS)})")
         if case["dtype"] not in self.dtypes:
             return dict(record, status="unsupported", reason=f"SDPA takes fp32, fp16, bf16, not {case['dtype']}")
         if causal and case["seq_q"] not in (case["seq_k"], 1):
@@ -277,7 +316,8 @@ class Peers:
         if case.get("seqlens"):
             return dict(record, status="unsupported", reason="SDPA takes equal key lengths per batch entry only "
                         "(seqlens): padding them would time keys that are not there")
-        free = torch.cuda.mem_get_info()[0] * 0.9
+        free = 0.9 * (torch.cuda.mem_get_info()[0] if self.device_type == "cuda"
+                      else os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
         if predicted > free:
             return dict(record, status="skipped", reason=f"needs {fmt_bytes(predicted)}, free {fmt_bytes(free)}")
         is_causal = causal and case["seq_q"] == case["seq_k"] and case["seq_q"] > 1
@@ -286,22 +326,25 @@ class Peers:
             q, k, v = self.inputs(case)
             gqa = case["kv_heads"] != case["heads"]
             run = lambda: self.call(backend, q, k, v, is_causal, gqa)
-            torch.cuda.synchronize()
-            base = torch.cuda.memory_allocated()
-            torch.cuda.reset_peak_memory_stats()
+            cuda = self.device_type == "cuda"
+            if cuda:
+                torch.cuda.synchronize()
+                base = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
                     out = run()
-                    torch.cuda.synchronize()
+                    self.synchronize()
                 except RuntimeError as error:
                     if "out of memory" in str(error).lower():
                         raise
                     why = [str(w.message) for w in caught] + [str(error).splitlines()[0]]
                     return dict(record, status="unsupported", reason=" | ".join(dict.fromkeys(why)))
-            high = torch.cuda.max_memory_allocated() - base
-            out_bytes = out.numel() * out.element_size()
-            record["memory"].update(peak_bytes=qkv_bytes + high, workspace_bytes=max(0, high - out_bytes))
+            if cuda:
+                high = torch.cuda.max_memory_allocated() - base
+                out_bytes = out.numel() * out.element_size()
+                record["memory"].update(peak_bytes=qkv_bytes + high, workspace_bytes=max(0, high - out_bytes))
             if not bool(torch.isfinite(out).all()):
                 record.update(status="mismatch", reason="non-finite output")
             del out
@@ -310,7 +353,8 @@ class Peers:
             record.update(status="failed", reason=f"{type(error).__name__}: {str(error).splitlines()[0]}")
         finally:
             q = k = v = None
-            torch.cuda.empty_cache()
+            if self.device_type == "cuda":
+                torch.cuda.empty_cache()
         median = (record["time_s"] or {}).get("median")
         if median:
             record.update(tflops=record["flops"] / median / 1e12, gflops=record["flops"] / median / 1e9,
@@ -330,7 +374,8 @@ def backend_table(peers, path):
         if hasattr(peers.SDPBackend, name):
             member = getattr(peers.SDPBackend, name)
             names[int(getattr(member, "value", member))] = name.lower()
-    lines = [f"# SDPA backends on {peers.device} (torch {torch.__version__}, CUDA {torch.version.cuda})", "",
+    where = f"CUDA {torch.version.cuda}" if peers.device_type == "cuda" else f"{peers.threads} threads"
+    lines = [f"# SDPA backends on {peers.device} (torch {torch.__version__}, {where})", "",
              "batch 1, heads 8, seq 256; ✓ the backend runs the case, ✗ it refuses (reason below); "
              "'default' is what scaled_dot_product_attention picks unforced"
              + ("" if choose else " (this torch does not expose torch._fused_sdp_choice)") + ".", "",
@@ -343,7 +388,8 @@ def backend_table(peers, path):
                 case = {"batch": 1, "heads": 8, "kv_heads": 8, "seq_q": 256, "seq_k": 256, "head_dim": head_dim,
                         "dtype": dtype, "mask": "none", "mode": "prefill", "seed": 0}
                 q, k, v = peers.inputs(case)
-                attn_mask = torch.zeros(256, 256, dtype=q.dtype, device="cuda") if mask == "float tensor" else None
+                attn_mask = (torch.zeros(256, 256, dtype=q.dtype, device=peers.device_type) if mask == "float tensor"
+                             else None)
                 is_causal = mask == "causal"
                 default = "?"
                 if choose:
@@ -356,8 +402,10 @@ def backend_table(peers, path):
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         try:
+                            if peers.device_type == "cpu" and backend not in CPU_BACKENDS:
+                                raise RuntimeError(f"no CPU kernel (on the CPU: {', '.join(CPU_BACKENDS)})")
                             peers.call(backend, q, k, v, is_causal, False, attn_mask)
-                            torch.cuda.synchronize()
+                            peers.synchronize()
                             cells.append("✓")
                         except Exception as error:  # RuntimeError "No available kernel", or a check's own
                             why = " | ".join(dict.fromkeys([str(w.message) for w in caught] + [str(error).splitlines()[0]]))
@@ -384,15 +432,21 @@ def main(argv=None):
         parser.add_argument("--" + axis.replace("_", "-"), dest=axis, help="as faprobe's flag; overrides --config")
     for key, default in MEASURE.items():
         parser.add_argument("--" + key.replace("_", "-"), dest=key, type=float, help=f"as faprobe's (default {default})")
-    parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated (default: all four)")
+    parser.add_argument("--backends", help="comma-separated (default: all four on cuda, flash,math on cpu)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="where SDPA runs (default cuda); cpu times PyTorch's CPU backends")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="--device cpu: torch.set_num_threads (default: every core this process may use)")
     parser.add_argument("--out", help="JSONL file the records are appended to (one per line, flushed)")
     parser.add_argument("--time-budget", type=float, default=0,
                         help="seconds; once spent, the remaining cases are recorded as skipped (default: none)")
     parser.add_argument("--backend-table", metavar="FILE", help="write the backend table (Markdown) to FILE")
     args = parser.parse_args(argv)
-    backends = [b.strip() for b in args.backends.split(",")]
+    backends = [b.strip() for b in (args.backends or ",".join(CPU_BACKENDS if args.device == "cpu" else BACKENDS)).split(",")]
     if any(b not in BACKENDS for b in backends):
         parser.error(f"--backends: allowed {', '.join(BACKENDS)}")
+    if args.threads < 0 or (args.threads and args.device != "cpu"):
+        parser.error("--threads: a positive thread count, with --device cpu only")
     try:
         config = {}
         if args.config:
@@ -413,10 +467,10 @@ def main(argv=None):
     except ImportError as error:
         print(f"peers_torch.py: needs PyTorch ({error})", file=sys.stderr)
         return 2
-    if not torch.cuda.is_available():
-        print("peers_torch.py: PyTorch sees no CUDA device", file=sys.stderr)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("peers_torch.py: PyTorch sees no CUDA device (--device cpu runs its CPU backends)", file=sys.stderr)
         return 2
-    peers = Peers(torch, measure)
+    peers = Peers(torch, measure, args.device, args.threads)
     if args.backend_table:
         backend_table(peers, args.backend_table)
 
@@ -434,7 +488,9 @@ def main(argv=None):
                 out.write(json.dumps(record) + "\n")
                 out.flush()
             median = (record.get("time_s") or {}).get("median")
-            timing = f"{median * 1e3:10.3f} ms {record.get('tflops', 0):7.1f} TFLOP/s" if median else " " * 29
+            rate = (f"{record.get('tflops', 0):7.1f} TFLOP/s" if args.device == "cuda"
+                    else f"{record.get('gflops', 0):7.1f} GFLOP/s")
+            timing = f"{median * 1e3:10.3f} ms {rate}" if median else " " * 29
             peak = (record.get("memory") or {}).get("peak_bytes")
             print(f"{record['impl']:<16} {label(case):<34} {record['status']:<11} {timing} "
                   f"{fmt_bytes(peak) if peak else '-':>9}  {record['reason'][:100]}", flush=True)

@@ -328,6 +328,28 @@ TEST_F(Cli, CalibrationTimeComesFromTheEnvironmentAndIsRecorded) {
   EXPECT_GT(document.at("rates").at("memory_gbytes_per_s").get<double>(), 0.0);
 }
 
+// FAPROBE_MAX_CPU_ISA (the CPU kernels' cap, kernels/cpu/cpu_isa.hpp) is checked like a flag: a bad value is one
+// line and exit 2 before anything runs, for sweep, verify and list; a good one reaches the record's details.
+TEST_F(Cli, MaxCpuIsaIsCheckedBeforeAnythingRunsAndNamesThePathTaken) {
+  const std::string tiny = " --impl cpu.tiled --seq 64 --heads 2 --head-dim 16 --min-samples 1 --min-time 0";
+  for (const std::string& command : {"sweep --out r.jsonl" + tiny, "verify --out r.jsonl" + tiny, std::string("list")}) {
+    const Result run = faprobe(command, "FAPROBE_MAX_CPU_ISA=avx2");
+    EXPECT_EQ(run.status, 2) << command << ": " << run.err;
+    EXPECT_EQ(run.err, "faprobe: FAPROBE_MAX_CPU_ISA: 'avx2' is not an instruction set level (allowed: portable, "
+                       "avx512, avx512-bf16)\n");
+    EXPECT_FALSE(fs::exists(path("r.jsonl"))) << command;
+  }
+  const Result run = faprobe("sweep --out r.jsonl" + tiny, "FAPROBE_MAX_CPU_ISA=portable");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const nlohmann::json record = nlohmann::json::parse(read_file(path("r.jsonl")));
+  EXPECT_EQ(record.at("details").at("path"), "portable-fp32") << record.dump();
+  const Result list = faprobe("list --json", "FAPROBE_MAX_CPU_ISA=portable");
+  ASSERT_EQ(list.status, 0) << list.err;
+  const nlohmann::json listing = nlohmann::json::parse(list.out);
+  EXPECT_EQ(listing.at("cpu_kernel_isa").at("used"), "portable");
+  EXPECT_EQ(listing.at("cpu_kernel_isa").at("cap"), "portable");
+}
+
 TEST_F(Cli, VerifyFindsNoMismatchOnASmallMatrix) {
   const Result run = faprobe("verify --seq 1,17,129 --seq-q 17 --mode prefill,decode --kv-heads 8,1 "
                              "--dtype fp32,bf16 --mask none,causal --json v.json");

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +17,8 @@
 #include <gtest/gtest.h>
 
 #include "case_support.hpp"
+#include "cpu/cpu_isa.hpp"
+#include "cpu_isa_support.hpp"
 #include "cpu/cpu_implementation.hpp"
 #include "cpu/factories.hpp"
 #include "model/case.hpp"
@@ -70,6 +74,9 @@ std::vector<Case> prefill_cases() {
       make_case(1, 2, 1, 1000, 127, 8, DType::bf16, causal),      // seq_q > seq_k, MQA
       make_case(2, 8, 1, 129, 257, 80, DType::bf16, causal),      // MQA, seq_q < seq_k
       make_case(1, 8, 1, 257, 129, 128, DType::fp16, causal),     // GQA 8:1 (MQA), seq_q > seq_k
+      make_case(1, 2, 2, 40, 40, 33, DType::bf16, causal),        // odd head_dim: no bf16 pairs
+      make_case(2, 4, 2, 200, 200, 100, DType::bf16, causal),     // head_dim 100: register tiles of 12 uneven
+      make_case(1, 2, 1, 24, 1000, 64, DType::bf16, causal),      // the fewest rows the panels take
   };
 }
 
@@ -190,6 +197,93 @@ TEST_P(CpuKernel, SecondRunGivesTheSameOutput) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OddShapes, CpuKernel, testing::ValuesIn(kernel_cases()), test_name);
+
+// cpu.tiled's code paths: every prefill case under each FAPROBE_MAX_CPU_ISA level this CPU runs (the levels
+// above it skip, saying so), checked against the reference, and the record names the path the case and
+// the level call for: portable below 24 query rows or at the portable level, AVX512_BF16 dot products for
+// bf16 with an even head_dim, the AVX-512 fp32 step otherwise.
+struct TiledPathCase {
+  cpu::CpuIsa level;
+  Case c;
+};
+
+void PrintTo(const TiledPathCase& param, std::ostream* out) {
+  *out << "cpu.tiled at " << cpu::to_string(param.level) << " on " << param.c.label();
+}
+
+std::string expected_tiled_path(cpu::CpuIsa level, const Case& c) {
+  if (level == cpu::CpuIsa::portable || c.seq_q < 24) return "portable-fp32";
+  if (level == cpu::CpuIsa::avx512_bf16 && c.dtype == DType::bf16 && c.head_dim % 2 == 0) return "avx512-bf16";
+  return "avx512-fp32";
+}
+
+std::vector<TiledPathCase> tiled_path_cases() {
+  std::vector<TiledPathCase> list;
+  for (cpu::CpuIsa level : test_support::all_cpu_isas()) {
+    for (const Case& c : prefill_cases()) list.push_back({level, c});
+  }
+  return list;
+}
+
+class TiledPath : public testing::TestWithParam<TiledPathCase> {};
+
+TEST_P(TiledPath, MatchesReferenceOnThePathItNames) {
+  const TiledPathCase& param = GetParam();
+  if (cpu::detected_cpu_isa() < param.level) {
+    GTEST_SKIP() << "this CPU runs up to " << cpu::to_string(cpu::detected_cpu_isa()) << ", not "
+                 << cpu::to_string(param.level);
+  }
+  const test_support::ScopedMaxCpuIsa cap(param.level);
+  const std::unique_ptr<Implementation> impl = cpu::make_tiled();
+  const std::unique_ptr<PreparedCase> prepared = impl->prepare(param.c);
+  prepared->timed_run();
+  const VerifyResult result = check_output(param.c, GeneratedInputs(param.c), prepared->output());
+  EXPECT_TRUE(result.passed) << "max_abs_diff " << result.max_abs_diff << ", tolerance " << result.tolerance << " "
+                             << result.note;
+  EXPECT_LE(result.max_abs_diff, small_error(param.c.dtype));
+  const nlohmann::json details = prepared->details();
+  EXPECT_EQ(details.at("path"), expected_tiled_path(param.level, param.c)) << details.dump();
+  // A path below the best one for the case says why in path_note; fp32 at its best path needs no note.
+  if (param.c.dtype == DType::fp32 && param.c.seq_q >= 24 && param.level >= cpu::CpuIsa::avx512) {
+    EXPECT_FALSE(details.contains("path_note")) << details.dump();
+  } else if (details.at("path") != "avx512-bf16") {
+    EXPECT_TRUE(details.contains("path_note")) << details.dump();
+  }
+}
+
+std::string tiled_path_name(const testing::TestParamInfo<TiledPathCase>& info) {
+  std::string name = std::string(cpu::to_string(info.param.level)) + "_" + info.param.c.label();
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name + "_" + std::to_string(info.index);
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, TiledPath, testing::ValuesIn(tiled_path_cases()), tiled_path_name);
+
+TEST(CpuIsa, LevelsParseAndABadSettingIsRefusedNamingTheVariable) {
+  for (cpu::CpuIsa level : test_support::all_cpu_isas()) EXPECT_EQ(cpu::parse_cpu_isa(cpu::to_string(level)), level);
+  EXPECT_EQ(cpu::parse_cpu_isa("AVX512"), std::nullopt);
+  EXPECT_EQ(cpu::parse_cpu_isa("avx2"), std::nullopt);
+  {
+    const test_support::ScopedMaxCpuIsa cap("avx2");
+    try {
+      cpu::cpu_isa();
+      ADD_FAILURE() << "FAPROBE_MAX_CPU_ISA=avx2 was accepted";
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find("FAPROBE_MAX_CPU_ISA"), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find("portable, avx512, avx512-bf16"), std::string::npos) << error.what();
+    }
+  }
+  {
+    const test_support::ScopedMaxCpuIsa cap("portable");
+    EXPECT_EQ(cpu::cpu_isa(), cpu::CpuIsa::portable);
+  }
+  {
+    const test_support::ScopedMaxCpuIsa cap("avx512-bf16");  // a cap above the CPU changes nothing
+    EXPECT_EQ(cpu::cpu_isa(), cpu::detected_cpu_isa());
+  }
+}
 
 // cpu.decode-splitk's choice (FlashDecoding's occupancy argument): the walk and split count it ran with,
 // from the record's details.

@@ -3,9 +3,11 @@
 // case, and the damaged one still passes a case where the defect cannot show (so the test is not merely
 // detecting "a different build"). Defects that leave outputs unwritten pass over an earlier correct output
 // and are caught by the NaN poison of a checked run, directly and through the harness (run_one).
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -14,6 +16,8 @@
 #include <gtest/gtest.h>
 
 #include "cpu/cpu_implementation.hpp"
+#include "cpu/cpu_isa.hpp"
+#include "cpu_isa_support.hpp"
 #include "cpu/planted.hpp"
 #include "harness/runner.hpp"
 #include "model/case.hpp"
@@ -25,7 +29,8 @@ namespace {
 
 using cpu::PlantedDefect;
 
-Case planted_case(std::int64_t seq_q, std::int64_t seq_k, Mask mask, Mode mode = Mode::prefill) {
+Case planted_case(std::int64_t seq_q, std::int64_t seq_k, Mask mask, Mode mode = Mode::prefill,
+                  DType dtype = DType::fp32) {
   Case c;
   c.batch = 1;
   c.heads = 2;
@@ -33,7 +38,7 @@ Case planted_case(std::int64_t seq_q, std::int64_t seq_k, Mask mask, Mode mode =
   c.seq_q = seq_q;
   c.seq_k = seq_k;
   c.head_dim = 64;
-  c.dtype = DType::fp32;
+  c.dtype = dtype;
   c.mask = mask;
   c.mode = mode;
   c.seed = 3;
@@ -67,17 +72,40 @@ struct Planted {
   PlantedDefect defect;
   Case matters;   // the defect changes the output here
   Case harmless;  // and cannot change it here
+  std::optional<cpu::CpuIsa> level = std::nullopt;  // FAPROBE_MAX_CPU_ISA for the run (none: the CPU's best)
 };
 
+// A test-name-safe name of a level ("avx512_bf16").
+std::string level_label(cpu::CpuIsa level) {
+  std::string name(cpu::to_string(level));
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+// cpu.tiled's defects on each of its code paths (cpu.tiled's path tests name which one a case takes): the
+// portable Eigen path, the AVX-512 fp32 step, and the AVX512_BF16 step with bf16 cases.
+std::vector<Planted> tiled_planted() {
+  std::vector<Planted> list;
+  for (cpu::CpuIsa level : test_support::all_cpu_isas()) {
+    const DType dtype = level == cpu::CpuIsa::avx512_bf16 ? DType::bf16 : DType::fp32;
+    auto at = [&](std::int64_t seq_q, std::int64_t seq_k, Mask mask) {
+      return planted_case(seq_q, seq_k, mask, Mode::prefill, dtype);
+    };
+    // Several key blocks whose maxima grow: the accumulator needs rescaling. One key block: it does not.
+    list.push_back({"tiled_no_rescale", cpu::make_planted_tiled, PlantedDefect::no_rescale, at(300, 300, Mask::none),
+                    at(50, 50, Mask::none), level});
+    list.push_back({"tiled_causal_off_by_one", cpu::make_planted_tiled, PlantedDefect::causal_off_by_one,
+                    at(300, 300, Mask::causal), at(300, 300, Mask::none), level});
+    list.push_back({"tiled_causal_off_by_one_rectangular", cpu::make_planted_tiled, PlantedDefect::causal_off_by_one,
+                    at(129, 17, Mask::causal), at(129, 17, Mask::none), level});
+    for (std::size_t i = list.size() - 3; i < list.size(); ++i) list[i].label += "_" + level_label(level);
+  }
+  return list;
+}
+
 std::vector<Planted> planted() {
-  return {
-      // Several key blocks whose maxima grow: the accumulator needs rescaling. One key block: it does not.
-      {"tiled_no_rescale", cpu::make_planted_tiled, PlantedDefect::no_rescale,
-       planted_case(300, 300, Mask::none), planted_case(50, 50, Mask::none)},
-      {"tiled_causal_off_by_one", cpu::make_planted_tiled, PlantedDefect::causal_off_by_one,
-       planted_case(300, 300, Mask::causal), planted_case(300, 300, Mask::none)},
-      {"tiled_causal_off_by_one_rectangular", cpu::make_planted_tiled, PlantedDefect::causal_off_by_one,
-       planted_case(129, 17, Mask::causal), planted_case(129, 17, Mask::none)},
+  std::vector<Planted> list = tiled_planted();
+  const std::vector<Planted> others = {
       {"naive_causal_off_by_one", cpu::make_planted_naive, PlantedDefect::causal_off_by_one,
        planted_case(130, 130, Mask::causal), planted_case(130, 130, Mask::none)},
       // Several key ranges with different maxima: the combine must rescale. One range: nothing to combine.
@@ -88,6 +116,8 @@ std::vector<Planted> planted() {
        PlantedDefect::combine_no_rescale, mqa(planted_case(1, 5000, Mask::none, Mode::decode)),
        mqa(planted_case(1, 300, Mask::none, Mode::decode))},
   };
+  list.insert(list.end(), others.begin(), others.end());
+  return list;
 }
 
 void PrintTo(const Planted& param, std::ostream* out) { *out << param.label; }
@@ -96,6 +126,12 @@ class PlantedDefects : public testing::TestWithParam<Planted> {};
 
 TEST_P(PlantedDefects, CheckerReportsAMismatchWhereTheDefectMatters) {
   const Planted& p = GetParam();
+  if (p.level && cpu::detected_cpu_isa() < *p.level) {
+    GTEST_SKIP() << "this CPU runs up to " << cpu::to_string(cpu::detected_cpu_isa()) << ", not "
+                 << cpu::to_string(*p.level);
+  }
+  std::optional<test_support::ScopedMaxCpuIsa> cap;
+  if (p.level) cap.emplace(*p.level);
   const std::unique_ptr<Implementation> good = p.make(PlantedDefect::none);
   const std::unique_ptr<Implementation> bad = p.make(p.defect);
   EXPECT_NE(good->name(), bad->name());
@@ -144,15 +180,14 @@ TEST_P(UnwrittenOutputs, PassOverAnEarlierCorrectOutputAndFailOverThePoison) {
   const AttentionInputs inputs = make_inputs(c);
   HostTensor output = make_output(c);
   const cpu::ForwardArgs args{c, inputs.q, inputs.k, inputs.v, output, inputs.layout};
-  nlohmann::json details;
 
-  good_cpu.forward(args, details);
-  bad_cpu.forward(args, details);  // into the buffer that holds the correct output
+  good_cpu.forward(args);
+  bad_cpu.forward(args);  // into the buffer that holds the correct output
   const VerifyResult stale = check_output(c, GeneratedInputs(c), output);
   EXPECT_TRUE(stale.passed) << "the earlier output should hide the defect: " << stale.note;
 
   fill_nan(output);  // what the CPU shell's poison_outputs() does before a checked run
-  bad_cpu.forward(args, details);
+  bad_cpu.forward(args);
   const VerifyResult poisoned = check_output(c, GeneratedInputs(c), output);
   EXPECT_FALSE(poisoned.passed);
   EXPECT_EQ(poisoned.note.rfind("non-finite output (NaN) at batch 0 head 0", 0), 0u) << poisoned.note;

@@ -80,10 +80,13 @@ class Decode final : public CpuImplementation {
            c.flops() / (0.3 * rates.gemm_gflops * 1e9);
   }
 
-  void forward(const ForwardArgs& args, nlohmann::json& details) const override {
-    const DecodePlan plan = plan_decode(args.c);
+  void describe(const Case& c, nlohmann::json& details) const override {
     details["chunk"] = kDecodeChunk;
-    details["threads"] = plan.threads;
+    details["threads"] = plan_decode(c).threads;
+  }
+
+  void forward(const ForwardArgs& args) const override {
+    const DecodePlan plan = plan_decode(args.c);
     dispatch_storage(args.c.dtype, [&](auto tag) { decode_forward<decltype(tag)>(args, plan); });
   }
 };

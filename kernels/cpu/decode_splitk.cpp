@@ -270,14 +270,18 @@ template <PlantedDefect Defect> class DecodeSplitK final : public CpuImplementat
     return double(io_tensor_bytes(c)) / (rates.memory_gbytes_per_s * 1e9) + c.flops() / (0.3 * rates.gemm_gflops * 1e9);
   }
 
-  void forward(const ForwardArgs& args, nlohmann::json& details) const override {
-    const SplitPlan plan = plan_splits(args.c);
+  void describe(const Case& c, nlohmann::json& details) const override {
+    const SplitPlan plan = plan_splits(c);
     details["walk"] = plan.walk == Walk::per_head ? "per-head" : "whole-rows";
     details["splits"] = plan.splits;
     details["chunk"] = plan.chunk;
     details["step"] = kStep;
     details["threads"] = plan.threads;
-    if (args.c.paged()) details["page_size"] = args.c.page_size;
+    if (c.paged()) details["page_size"] = c.page_size;
+  }
+
+  void forward(const ForwardArgs& args) const override {
+    const SplitPlan plan = plan_splits(args.c);
     dispatch_storage(args.c.dtype, [&](auto tag) { splitk_forward<decltype(tag), Defect>(args, plan); });
   }
 };

@@ -157,10 +157,13 @@ template <PlantedDefect Defect> class Naive final : public CpuImplementation {
            (score_traffic + double(io_tensor_bytes(c))) / (rates.memory_gbytes_per_s * 1e9);
   }
 
-  void forward(const ForwardArgs& args, nlohmann::json& details) const override {
+  void describe(const Case& c, nlohmann::json& details) const override {
+    details["threads"] = plan_naive(c).threads;
+    details["score_bytes"] = 2 * NaivePlan::score_elements(c) * sizeof(float);
+  }
+
+  void forward(const ForwardArgs& args) const override {
     const NaivePlan plan = plan_naive(args.c);
-    details["threads"] = plan.threads;
-    details["score_bytes"] = 2 * NaivePlan::score_elements(args.c) * sizeof(float);
     dispatch_storage(args.c.dtype, [&](auto tag) { naive_forward<decltype(tag), Defect>(args, plan); });
   }
 };

@@ -19,6 +19,9 @@
 #include <cctype>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -26,6 +29,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "cpu/cpu_isa.hpp"
 #include "harness/plugins.hpp"
 #include "harness/range.hpp"
 #include "harness/registry.hpp"
@@ -192,10 +196,32 @@ nlohmann::json names_of(const std::array<Enum, N>& values) {
   return names;
 }
 
+// The level of the CPU kernels' run-time code paths (cpu/cpu_isa.hpp): what this CPU runs and, when
+// FAPROBE_MAX_CPU_ISA caps it, the cap. A bad setting is a usage error, as for sweep.
+nlohmann::json kernel_isa() {
+  std::optional<cpu::CpuIsa> cap;
+  try {
+    cap = cpu::max_cpu_isa_setting();
+  } catch (const std::invalid_argument& error) {
+    throw UsageError(error.what());
+  }
+  nlohmann::json isa{{"cpu", cpu::to_string(cpu::detected_cpu_isa())}, {"used", cpu::to_string(cpu::cpu_isa())}};
+  if (cap) isa["cap"] = cpu::to_string(*cap);
+  return isa;
+}
+
+std::string kernel_isa_text(const nlohmann::json& isa) {
+  const std::string used = isa.at("used");
+  if (!isa.contains("cap") || used == isa.at("cpu")) return used;
+  return fmt::format("{} ({} caps this CPU's {})", used, cpu::kMaxCpuIsaVariable, isa.at("cpu").get<std::string>());
+}
+
 int run_list(bool json) {
   const HostInfo host = host_info();
+  const nlohmann::json isa = kernel_isa();
   const DeviceScan scan = scan_devices();
   nlohmann::json listing{{"host", host},
+                         {"cpu_kernel_isa", isa},
                          {"devices", scan.devices},
                          {"implementations", nlohmann::json::array()},
                          {"probes", {{"dtypes", names_of(kDTypes)},
@@ -235,10 +261,11 @@ int run_list(bool json) {
     return 0;
   }
 
-  fmt::print("devices:\n  cpu      {} ({} cores, {}; vector code {}, -march={}{})\n", host.cpu_model, host.cores,
-             format_bytes(double(host.memory_total_bytes)), host.vector_isa,
+  fmt::print("devices:\n  cpu      {} ({} cores, {}; vector code {}, -march={}{}; kernels' run-time paths {})\n",
+             host.cpu_model, host.cores, format_bytes(double(host.memory_total_bytes)), host.vector_isa,
              host.march.empty() ? "compiler default" : host.march,
-             host.cpu_vector_isa != host.vector_isa ? fmt::format("; this CPU has {}", host.cpu_vector_isa) : "");
+             host.cpu_vector_isa != host.vector_isa ? fmt::format("; this CPU has {}", host.cpu_vector_isa) : "",
+             kernel_isa_text(isa));
   if (scan.devices.empty()) fmt::print("  cuda     none: {}\n", scan.no_device_reason);
   for (const auto& device : scan.devices) {
     fmt::print("  cuda {:<3} {}: compute capability {}, {} SMs, {}, L2 {}\n", device["index"].get<int>(),

@@ -192,6 +192,7 @@ nlohmann::json run_metadata(const nlohmann::json& rates) {
 
 }  // namespace faprobe::cli
 
+#include "cpu/cpu_isa.hpp"
 #include "harness/calibrate.hpp"
 #include "harness/range.hpp"
 
@@ -213,6 +214,11 @@ double calibration_seconds(bool timing) {
 RunOptions make_run_options(const Plan& plan, const SettingsSource& source, const SettingsOptions& settings,
                             const OutputOptions& output, bool timing) {
   const double calibration_s = calibration_seconds(timing);  // a bad setting is refused before any file is opened
+  try {
+    cpu::max_cpu_isa_setting();  // the CPU kernels' cap (cpu/cpu_isa.hpp), refused here rather than per case
+  } catch (const std::invalid_argument& error) {
+    throw UsageError(error.what());
+  }
   RunOptions options;
   options.timing = timing;
   options.strict = settings.strict;

@@ -1,0 +1,31 @@
+// The vector instruction set the CPU kernels use, chosen at run time: a binary built for any x86-64 level
+// carries the AVX-512 code paths (compiled through function attributes) and takes the best one the CPU and
+// the OS can run. FAPROBE_MAX_CPU_ISA caps the choice (as oneDNN's ONEDNN_MAX_CPU_ISA does), to compare
+// paths on one machine or to test the portable one on an AVX-512 CPU:
+//   portable      Eigen and what the build's -march gives; every CPU
+//   avx512        + AVX512F/BW/DQ/VL kernels (fp32 FMA)
+//   avx512-bf16   + AVX512_BF16 dot products (vdpbf16ps) for bf16 inputs
+// A cap above what the CPU has changes nothing; a value not in this list is an error.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace faprobe::cpu {
+
+enum class CpuIsa { portable, avx512, avx512_bf16 };  // each level includes the ones before it
+
+inline constexpr const char* kMaxCpuIsaVariable = "FAPROBE_MAX_CPU_ISA";
+
+std::string_view to_string(CpuIsa isa);
+std::optional<CpuIsa> parse_cpu_isa(std::string_view text);  // "portable", "avx512", "avx512-bf16"
+CpuIsa detected_cpu_isa();  // the highest level this CPU and OS run
+
+// FAPROBE_MAX_CPU_ISA's value (unset or empty: no cap). Throws std::invalid_argument with one line naming
+// the variable and the allowed values when it is not one of them.
+std::optional<CpuIsa> max_cpu_isa_setting();
+
+// What the kernels use: the detected level, capped by FAPROBE_MAX_CPU_ISA.
+CpuIsa cpu_isa();
+
+}  // namespace faprobe::cpu

@@ -1,0 +1,386 @@
+// cpu.tiled's inner loop on AVX-512: one panel of 32 query rows against one block of keys. Lanes are query
+// rows (two 16-lane vectors per panel), so S = Q·Kᵀ is computed transposed, Sᵀ[j][r], as a sum of outer
+// products of a Qᵀ column (16 rows) with a broadcast key element; the online softmax is then vertical
+// arithmetic (row max = max over the key registers, no horizontal reduction), and O += P·V is again outer
+// products, of a Pᵀ column with a broadcast value element, into Oᵀ[d][r].
+//
+// Register tiles (32 zmm registers): S·Kᵀ takes 12 keys × 2 row vectors = 24 accumulators, fed per head_dim
+// step by 2 loads of Qᵀ and 12 broadcasts of key elements (14 loads for 24 FMAs; Zen 4 and Intel cores load
+// two vectors per cycle and issue one or two FMAs). O += P·V takes 12 head_dim columns × 2 row vectors,
+// fed per key by 2 loads of Pᵀ and 12 broadcasts of value elements. K and V rows are what the broadcasts
+// need, read in place or from the dense copy tiled.cpp makes (key_stride, value_stride), except that bf16
+// V is interleaved by key pairs first (pack_value_pairs), because vdpbf16ps sums adjacent pairs:
+// acc[r] += a[2r]·b[2r] + a[2r+1]·b[2r+1].
+//
+// bf16: S = Q·Kᵀ with vdpbf16ps over pairs of head_dim (Qᵀ packed as pairs of one row, a key's two
+// elements broadcast as one 32-bit word), exact products summed in fp32; P rounded to bf16 for P·V as
+// FlashAttention-2 does on tensor cores (and as the checker's "plain" computation does), row sums from the
+// fp32 P; vdpbf16ps does twice the multiply-adds of an fp32 FMA per instruction.
+//
+// Napkin math (batch 1, heads 8, head_dim 64, seq 4096, causal: 17.2 GFLOP): per 16 scores the two products
+// are 128 FMAs in fp32 (64 vdpbf16ps in bf16) against ~12 instructions of softmax (the exp2 polynomial
+// is 7 of them), so the softmax costs ~9 % of the fp32 product time and ~19 % of bf16's. On the 2-core
+// Zen 4 development machine (2 × 16 fp32 FMA lanes × 2.6 GHz = 166 GFLOP/s peak; calibrate's Eigen GEMM
+// measures 164–175) the bound is ~150 GFLOP/s in fp32 and ~280 in bf16, before the causal diagonal's waste.
+// Measured: 164–181 in fp32 and 287–322 in bf16 over several runs, above that bound: the cores clock above
+// 2.6 GHz under this load, and the softmax's instructions share the cycles with the FMAs.
+//
+// The head_dim sum of each score is taken in pieces of 64 that are added afterwards (kDotPiece in
+// common.hpp: a serial sum over 256 sat at the fp32 tolerance). exp2 is a degree-6 polynomial on
+// [−0.5, 0.5] after rounding to the nearest integer (relative error ≤ 1.2e-7, ~2 ulp), scaled by vscalefps;
+// arguments below −126 (weights under FLT_MIN, masked keys at −inf, NaN from −inf − −inf) give exactly 0.
+#include "cpu/tiled_avx512.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FAPROBE_HAVE_AVX512_PATHS 1
+#include "model/intrinsics_warnings.hpp"
+FAPROBE_INTRINSICS_WARNINGS_OFF  // GCC 12's false -W(maybe-)uninitialized inside the intrinsics (bug 105593)
+#include <immintrin.h>
+FAPROBE_INTRINSICS_WARNINGS_ON
+#endif
+
+namespace faprobe::cpu::avx512 {
+
+#if FAPROBE_HAVE_AVX512_PATHS
+
+// Every function below is compiled for AVX-512 whatever -march says; tiled.cpp calls them only on CPUs that
+// have it. (A function attribute, not a -m flag on the file: templates and inline functions of the standard
+// library instantiated here must not be compiled for AVX-512 and then picked by the linker for other files.)
+#define FAPROBE_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+#define FAPROBE_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma")))
+#define FAPROBE_INLINE inline __attribute__((always_inline))
+
+namespace {
+
+constexpr std::int64_t kRows = kPanelRows;
+constexpr int kKeyTile = 12;     // keys per S·Kᵀ register tile
+constexpr int kColumnTile = 12;  // head_dim columns per P·V register tile
+constexpr std::int64_t kPiece = 64;  // head_dim elements summed before they are added to a score
+
+FAPROBE_AVX512 FAPROBE_INLINE __m512 exp2_flushed(__m512 x) {
+  const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);  // false for NaN
+  const __m512 whole = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(x, whole);  // in [-0.5, 0.5]
+  // 2^f = e^(f·ln 2), Taylor to degree 6: coefficients ln(2)^k / k!
+  __m512 p = _mm512_set1_ps(1.5403530393381606e-4f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(live, p, whole);
+}
+
+// Sᵀ[j][·] = Σ_d Qᵀ[d][·] · K[j][d] for Keys keys (fp32).
+template <int Keys>
+FAPROBE_AVX512 void scores_fp32(const float* query_panel, const float* keys, std::int64_t key_stride,
+                                std::int64_t head_dim, float* scores) {
+  const float* key[Keys];
+#pragma GCC unroll 16
+  for (int j = 0; j < Keys; ++j) key[j] = keys + j * key_stride;
+  for (std::int64_t d0 = 0; d0 < head_dim; d0 += kPiece) {
+    const std::int64_t d1 = std::min(head_dim, d0 + kPiece);
+    __m512 acc[Keys][2];
+#pragma GCC unroll 16
+    for (int j = 0; j < Keys; ++j) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
+    for (std::int64_t d = d0; d < d1; ++d) {
+      const __m512 q0 = _mm512_load_ps(query_panel + d * kRows), q1 = _mm512_load_ps(query_panel + d * kRows + 16);
+#pragma GCC unroll 16
+      for (int j = 0; j < Keys; ++j) {
+        const __m512 k = _mm512_set1_ps(key[j][d]);
+        acc[j][0] = _mm512_fmadd_ps(q0, k, acc[j][0]);
+        acc[j][1] = _mm512_fmadd_ps(q1, k, acc[j][1]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < Keys; ++j) {
+      float* row = scores + j * kRows;
+      if (d0 > 0) {  // a later piece of head_dim: added to the earlier ones
+        acc[j][0] = _mm512_add_ps(acc[j][0], _mm512_load_ps(row));
+        acc[j][1] = _mm512_add_ps(acc[j][1], _mm512_load_ps(row + 16));
+      }
+      _mm512_store_ps(row, acc[j][0]);
+      _mm512_store_ps(row + 16, acc[j][1]);
+    }
+  }
+}
+
+// The same with bf16 Q and K: vdpbf16ps over pairs of head_dim (head_dim even).
+template <int Keys>
+FAPROBE_AVX512_BF16 void scores_bf16(const std::uint32_t* query_pairs, const std::uint16_t* keys,
+                                     std::int64_t key_stride, std::int64_t head_dim, float* scores) {
+  const std::uint16_t* key[Keys];
+#pragma GCC unroll 16
+  for (int j = 0; j < Keys; ++j) key[j] = keys + j * key_stride;
+  const std::int64_t pairs = head_dim / 2;
+  for (std::int64_t p0 = 0; p0 < pairs; p0 += kPiece / 2) {
+    const std::int64_t p1 = std::min(pairs, p0 + kPiece / 2);
+    __m512 acc[Keys][2];
+#pragma GCC unroll 16
+    for (int j = 0; j < Keys; ++j) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
+    for (std::int64_t p = p0; p < p1; ++p) {
+      const __m512bh q0 = (__m512bh)_mm512_load_si512(query_pairs + p * kRows);
+      const __m512bh q1 = (__m512bh)_mm512_load_si512(query_pairs + p * kRows + 16);
+#pragma GCC unroll 16
+      for (int j = 0; j < Keys; ++j) {
+        std::uint32_t word;
+        __builtin_memcpy(&word, key[j] + 2 * p, sizeof word);  // elements 2p and 2p + 1 of key j
+        const __m512bh k = (__m512bh)_mm512_set1_epi32(int(word));
+        acc[j][0] = _mm512_dpbf16_ps(acc[j][0], q0, k);
+        acc[j][1] = _mm512_dpbf16_ps(acc[j][1], q1, k);
+      }
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < Keys; ++j) {
+      float* row = scores + j * kRows;
+      if (p0 > 0) {
+        acc[j][0] = _mm512_add_ps(acc[j][0], _mm512_load_ps(row));
+        acc[j][1] = _mm512_add_ps(acc[j][1], _mm512_load_ps(row + 16));
+      }
+      _mm512_store_ps(row, acc[j][0]);
+      _mm512_store_ps(row + 16, acc[j][1]);
+    }
+  }
+}
+
+// Columns columns of Oᵀ (32 rows each, two vectors) into registers and back.
+template <int Columns> FAPROBE_AVX512 FAPROBE_INLINE void load_columns(const float* acc, __m512 (&sum)[Columns][2]) {
+#pragma GCC unroll 16
+  for (int i = 0; i < Columns; ++i) {
+    sum[i][0] = _mm512_load_ps(acc + i * kRows);
+    sum[i][1] = _mm512_load_ps(acc + i * kRows + 16);
+  }
+}
+template <int Columns> FAPROBE_AVX512 FAPROBE_INLINE void store_columns(const __m512 (&sum)[Columns][2], float* acc) {
+#pragma GCC unroll 16
+  for (int i = 0; i < Columns; ++i) {
+    _mm512_store_ps(acc + i * kRows, sum[i][0]);
+    _mm512_store_ps(acc + i * kRows + 16, sum[i][1]);
+  }
+}
+
+// Oᵀ[d0 + i][·] += Σ_j Pᵀ[j][·] · V[j][d0 + i] for Columns columns i (fp32).
+template <int Columns>
+FAPROBE_AVX512 void accumulate_fp32(const float* probabilities, const float* values, std::int64_t value_stride,
+                                    std::int64_t cols, float* acc) {
+  __m512 sum[Columns][2];
+  load_columns<Columns>(acc, sum);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const __m512 p0 = _mm512_load_ps(probabilities + j * kRows), p1 = _mm512_load_ps(probabilities + j * kRows + 16);
+    const float* value = values + j * value_stride;
+#pragma GCC unroll 16
+    for (int i = 0; i < Columns; ++i) {
+      const __m512 v = _mm512_set1_ps(value[i]);
+      sum[i][0] = _mm512_fmadd_ps(p0, v, sum[i][0]);
+      sum[i][1] = _mm512_fmadd_ps(p1, v, sum[i][1]);
+    }
+  }
+  store_columns<Columns>(sum, acc);
+}
+
+// The same with bf16 probability pairs and value pairs (pack_value_pairs): vdpbf16ps over pairs of keys.
+template <int Columns>
+FAPROBE_AVX512_BF16 void accumulate_bf16(const std::uint32_t* probability_pairs, const std::uint32_t* value_pairs,
+                                         std::int64_t head_dim, std::int64_t key_pairs, float* acc) {
+  __m512 sum[Columns][2];
+  load_columns<Columns>(acc, sum);
+  for (std::int64_t p = 0; p < key_pairs; ++p) {
+    const __m512bh p0 = (__m512bh)_mm512_load_si512(probability_pairs + p * kRows);
+    const __m512bh p1 = (__m512bh)_mm512_load_si512(probability_pairs + p * kRows + 16);
+    const std::uint32_t* value = value_pairs + p * head_dim;
+#pragma GCC unroll 16
+    for (int i = 0; i < Columns; ++i) {
+      const __m512bh v = (__m512bh)_mm512_set1_epi32(int(value[i]));
+      sum[i][0] = _mm512_dpbf16_ps(sum[i][0], p0, v);
+      sum[i][1] = _mm512_dpbf16_ps(sum[i][1], p1, v);
+    }
+  }
+  store_columns<Columns>(sum, acc);
+}
+
+// Tiles of at most `tile` spread evenly over `count` (64 columns in 12s: 11, 11, 11, 11, 10, 10), so that
+// no tile is left with a handful of accumulators too few to hide the FMA latency.
+template <class Fn> FAPROBE_INLINE void for_each_tile(std::int64_t count, int tile, Fn&& fn) {
+  const std::int64_t tiles = (count + tile - 1) / tile;
+  std::int64_t first = 0;
+  for (std::int64_t t = 0; t < tiles; ++t) {
+    const std::int64_t width = (count - first) / (tiles - t);
+    fn(first, int(width));
+    first += width;
+  }
+}
+
+// Calls fn(std::integral_constant<int, N>) for N = width (1..12): the register tile's size, a compile-time
+// constant inside.
+template <class Fn> FAPROBE_INLINE void with_width(int width, Fn&& fn) {
+  switch (width) {
+    case 1: fn(std::integral_constant<int, 1>{}); break;
+    case 2: fn(std::integral_constant<int, 2>{}); break;
+    case 3: fn(std::integral_constant<int, 3>{}); break;
+    case 4: fn(std::integral_constant<int, 4>{}); break;
+    case 5: fn(std::integral_constant<int, 5>{}); break;
+    case 6: fn(std::integral_constant<int, 6>{}); break;
+    case 7: fn(std::integral_constant<int, 7>{}); break;
+    case 8: fn(std::integral_constant<int, 8>{}); break;
+    case 9: fn(std::integral_constant<int, 9>{}); break;
+    case 10: fn(std::integral_constant<int, 10>{}); break;
+    case 11: fn(std::integral_constant<int, 11>{}); break;
+    default: fn(std::integral_constant<int, 12>{}); break;
+  }
+}
+
+// The causal mask and the online softmax over Sᵀ [cols][32]: masked keys become −inf, the block's scores
+// become P = 2^((s − row_max) · scale_log2) in place, row_sum and row_max are updated and the accumulator
+// is rescaled by alpha = 2^((old max − new max) · scale_log2) where the max grew. A row with no key seen
+// yet keeps row_max −inf; its exponents use 0 instead, so that its −inf scores give P = 0, never NaN.
+FAPROBE_AVX512 void online_softmax(const PanelBlock& block) {
+  const __m512 minus_inf = _mm512_set1_ps(-__builtin_inff());
+  const __m512 scale_log2 = _mm512_set1_ps(block.scale_log2);
+  for (int half = 0; half < 2; ++half) {
+    float* scores = block.scores + 16 * half;
+    __m512 block_max = minus_inf;
+    if (block.masked) {
+      // Row first_row + 16·half + lane sees key first_key + j iff first_key + j < row + diagonal.
+      const __m512i limit = _mm512_add_epi32(
+          _mm512_set1_epi32(int(block.first_row + 16 * half + block.diagonal - block.first_key)),
+          _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
+      for (std::int64_t j = 0; j < block.cols; ++j) {
+        const __mmask16 hidden = _mm512_cmp_epi32_mask(_mm512_set1_epi32(int(j)), limit, _MM_CMPINT_NLT);
+        const __m512 s = _mm512_mask_mov_ps(_mm512_load_ps(scores + j * kRows), hidden, minus_inf);
+        _mm512_store_ps(scores + j * kRows, s);
+        block_max = _mm512_max_ps(block_max, s);
+      }
+    } else {
+      for (std::int64_t j = 0; j < block.cols; ++j) block_max = _mm512_max_ps(block_max, _mm512_load_ps(scores + j * kRows));
+    }
+    const __m512 old_max = _mm512_load_ps(block.row_max + 16 * half);
+    const __m512 new_max = _mm512_max_ps(old_max, block_max);
+    const __mmask16 seen = _mm512_cmp_ps_mask(new_max, minus_inf, _CMP_NEQ_OQ);
+    const __m512 safe_max = _mm512_maskz_mov_ps(seen, new_max);  // 0 where no key is seen yet
+    const __m512 alpha = exp2_flushed(_mm512_mul_ps(_mm512_sub_ps(old_max, safe_max), scale_log2));
+    const __m512 offset = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(safe_max, scale_log2));
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();  // two chains: the adds' latency
+    std::int64_t j = 0;
+    for (; j + 2 <= block.cols; j += 2) {
+      const __m512 p0 = exp2_flushed(_mm512_fmadd_ps(_mm512_load_ps(scores + j * kRows), scale_log2, offset));
+      const __m512 p1 = exp2_flushed(_mm512_fmadd_ps(_mm512_load_ps(scores + (j + 1) * kRows), scale_log2, offset));
+      _mm512_store_ps(scores + j * kRows, p0);
+      _mm512_store_ps(scores + (j + 1) * kRows, p1);
+      sum0 = _mm512_add_ps(sum0, p0);
+      sum1 = _mm512_add_ps(sum1, p1);
+    }
+    if (j < block.cols) {
+      const __m512 p0 = exp2_flushed(_mm512_fmadd_ps(_mm512_load_ps(scores + j * kRows), scale_log2, offset));
+      _mm512_store_ps(scores + j * kRows, p0);
+      sum0 = _mm512_add_ps(sum0, p0);
+    }
+    const __m512 old_sum = _mm512_load_ps(block.row_sum + 16 * half);
+    _mm512_store_ps(block.row_sum + 16 * half, _mm512_fmadd_ps(old_sum, alpha, _mm512_add_ps(sum0, sum1)));
+    _mm512_store_ps(block.row_max + 16 * half, new_max);
+    // Rescale what was accumulated, where row_max grew (alpha < 1) — most blocks after the first few none.
+    const __mmask16 grew = _mm512_cmp_ps_mask(alpha, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ);
+    if (block.rescale && grew != 0) {
+      for (std::int64_t d = 0; d < block.head_dim; ++d) {
+        float* column = block.acc + d * kRows + 16 * half;
+        _mm512_store_ps(column, _mm512_mul_ps(_mm512_load_ps(column), alpha));
+      }
+    }
+  }
+}
+
+// P (fp32, Sᵀ's place) rounded to bf16 and interleaved by key pairs for vdpbf16ps: word [p][r] holds
+// (P[2p][r], P[2p + 1][r]), the odd last key paired with 0.
+FAPROBE_AVX512_BF16 void pack_probability_pairs(const PanelBlock& block) {
+  // vpermw index: output word 2r takes P[2p][r] (input word r), word 2r + 1 takes P[2p + 1][r] (word 16 + r).
+  alignas(64) static constexpr std::uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                                               21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
+                                                               11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
+  const std::int64_t key_pairs = (block.cols + 1) / 2;
+  for (std::int64_t p = 0; p < key_pairs; ++p) {
+    const bool has_second = 2 * p + 1 < block.cols;
+    for (int half = 0; half < 2; ++half) {
+      const __m512 first = _mm512_load_ps(block.scores + 2 * p * kRows + 16 * half);
+      const __m512 second = has_second ? _mm512_load_ps(block.scores + (2 * p + 1) * kRows + 16 * half)
+                                       : _mm512_setzero_ps();
+      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(second, first);  // words 0..15 first, 16..31 second
+      _mm512_store_si512(block.probability_pairs + p * kRows + 16 * half, _mm512_permutexvar_epi16(interleave, both));
+    }
+  }
+}
+
+}  // namespace
+
+FAPROBE_AVX512 void attend_block_fp32(const PanelBlock& block) {
+  const auto* query_panel = static_cast<const float*>(block.query_panel);
+  const auto* keys = static_cast<const float*>(block.keys);
+  const auto* values = static_cast<const float*>(block.values);
+  for_each_tile(block.cols, kKeyTile, [&](std::int64_t first, int width) {
+    with_width(width, [&](auto tile) {
+      scores_fp32<decltype(tile)::value>(query_panel, keys + first * block.key_stride, block.key_stride,
+                                         block.head_dim, block.scores + first * kRows);
+    });
+  });
+  online_softmax(block);
+  for_each_tile(block.head_dim, kColumnTile, [&](std::int64_t first, int width) {
+    with_width(width, [&](auto tile) {
+      accumulate_fp32<decltype(tile)::value>(block.scores, values + first, block.value_stride, block.cols,
+                                             block.acc + first * kRows);
+    });
+  });
+}
+
+FAPROBE_AVX512_BF16 void attend_block_bf16(const PanelBlock& block) {
+  const auto* query_pairs = static_cast<const std::uint32_t*>(block.query_panel);
+  const auto* keys = static_cast<const std::uint16_t*>(block.keys);
+  const auto* value_pairs = static_cast<const std::uint32_t*>(block.values);
+  for_each_tile(block.cols, kKeyTile, [&](std::int64_t first, int width) {
+    with_width(width, [&](auto tile) {
+      scores_bf16<decltype(tile)::value>(query_pairs, keys + first * block.key_stride, block.key_stride,
+                                         block.head_dim, block.scores + first * kRows);
+    });
+  });
+  online_softmax(block);
+  pack_probability_pairs(block);
+  const std::int64_t key_pairs = (block.cols + 1) / 2;
+  for_each_tile(block.head_dim, kColumnTile, [&](std::int64_t first, int width) {
+    with_width(width, [&](auto tile) {
+      accumulate_bf16<decltype(tile)::value>(block.probability_pairs, value_pairs + first, block.head_dim,
+                                             key_pairs, block.acc + first * kRows);
+    });
+  });
+}
+
+FAPROBE_AVX512_BF16 void pack_value_pairs(const std::uint16_t* values, std::int64_t stride, std::int64_t cols,
+                                          std::int64_t head_dim, std::uint32_t* pairs) {
+  for (std::int64_t p = 0; p < (cols + 1) / 2; ++p) {
+    const std::uint16_t* first = values + 2 * p * stride;
+    const std::uint16_t* second = 2 * p + 1 < cols ? first + stride : nullptr;
+    std::uint32_t* out = pairs + p * head_dim;
+    std::int64_t d = 0;
+    for (; d + 16 <= head_dim; d += 16) {  // 16 elements of each row: zero-extend, shift, or
+      const __m512i low = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + d)));
+      const __m512i high = second != nullptr
+                               ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(second + d)))
+                               : _mm512_setzero_si512();
+      _mm512_storeu_si512(out + d, _mm512_or_si512(low, _mm512_slli_epi32(high, 16)));
+    }
+    for (; d < head_dim; ++d) out[d] = std::uint32_t(first[d]) | (second != nullptr ? std::uint32_t(second[d]) << 16 : 0u);
+  }
+}
+
+#else  // not x86-64: tiled.cpp never takes these paths (cpu_isa() is portable)
+
+void attend_block_fp32(const PanelBlock&) { throw std::logic_error("cpu.tiled: AVX-512 path on a CPU without it"); }
+void attend_block_bf16(const PanelBlock&) { throw std::logic_error("cpu.tiled: AVX-512 path on a CPU without it"); }
+void pack_value_pairs(const std::uint16_t*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*) {
+  throw std::logic_error("cpu.tiled: AVX-512 path on a CPU without it");
+}
+
+#endif
+
+}  // namespace faprobe::cpu::avx512
