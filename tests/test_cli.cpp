@@ -658,5 +658,51 @@ TEST_F(Cli, AnInterleavedCaseThatThrowsFailsAloneAndAnInterruptedOneIsNotRecorde
   for (const Record& record : after) EXPECT_TRUE(keys.insert(record.key()).second) << record.key();
 }
 
+
+// --shard I/N end to end: three shards of one plan hold exactly the unsharded plan's pairs, once each, every
+// record tagged with its shard and the same fingerprint; --resume of a shard refuses another shard's file,
+// and a bad --shard is one line and exit 2 before anything runs.
+TEST_F(Cli, ShardsOfAPlanAreExactlyThePlanAndResumeStaysInItsShard) {
+  const std::string plan = "--impl cpu.naive,cpu.tiled,cpu.decode --seq 16..256 --mode prefill,decode --heads 2 "
+                           "--head-dim 16 --min-samples 1 --min-time 0 --no-verify";
+  ASSERT_EQ(faprobe("sweep " + plan + " --out all.jsonl").status, 0);
+  std::multiset<std::string> whole, parts;
+  for (const Record& record : read_jsonl(path("all.jsonl").string())) {
+    whole.insert(record.key());
+    EXPECT_FALSE(record.shard.has_value());
+  }
+  std::set<std::string> fingerprints;
+  for (int index = 1; index <= 3; ++index) {
+    const std::string out = "s" + std::to_string(index) + ".jsonl";
+    const Result run = faprobe("sweep " + plan + " --shard " + std::to_string(index) + "/3 --out " + out);
+    ASSERT_EQ(run.status, 0) << run.err;
+    EXPECT_NE(run.err.find("shard " + std::to_string(index) + "/3 of plan "), std::string::npos) << run.err;
+    for (const Record& record : read_jsonl(path(out).string())) {
+      parts.insert(record.key());
+      ASSERT_TRUE(record.shard.has_value()) << record.key();
+      EXPECT_EQ(record.shard->index, index);
+      EXPECT_EQ(record.shard->count, 3);
+      fingerprints.insert(record.shard->plan_fingerprint);
+    }
+  }
+  EXPECT_EQ(parts, whole);  // every pair once, none twice, none left out
+  EXPECT_EQ(fingerprints.size(), 1u);
+
+  const Result resumed = faprobe("sweep " + plan + " --shard 2/3 --resume --out s1.jsonl");
+  EXPECT_EQ(resumed.status, 2);
+  EXPECT_NE(resumed.err.find("--resume: s1.jsonl holds "), std::string::npos) << resumed.err;
+  EXPECT_NE(resumed.err.find("from shard 1/3 of plan "), std::string::npos) << resumed.err;
+  const std::size_t shard_records = read_jsonl(path("s1.jsonl").string()).size();
+  const Result same = faprobe("sweep " + plan + " --shard 1/3 --resume --out s1.jsonl");
+  EXPECT_EQ(same.status, 0) << same.err;
+  EXPECT_EQ(read_jsonl(path("s1.jsonl").string()).size(), shard_records);  // the shard was complete: nothing redone
+
+  const Result bad = faprobe("sweep " + plan + " --shard 0/3 --out bad.jsonl");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err, "faprobe: --shard: '0/3' is not a shard (allowed: I/N, whole numbers with 1 <= I <= N <= 100000, "
+                     "e.g. 2/8)\n");
+  EXPECT_FALSE(fs::exists(path("bad.jsonl")));
+}
+
 }  // namespace
 }  // namespace faprobe

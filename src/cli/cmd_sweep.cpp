@@ -56,6 +56,7 @@ void setup_sweep(CLI::App& app, int& exit_status) {
   auto options = std::make_shared<SweepOptions>();
   CLI::App* sub = app.add_subcommand("sweep", "run every (implementation × case), verifying while measuring");
   add_case_options(*sub, options->settings, options->output);
+  add_shard_option(*sub, options->settings);
   sub->callback([options, &exit_status] { exit_status = run_sweep(*options); });
 }
 

@@ -243,6 +243,10 @@ int verify_cache_files(const VerifyOptions& options, const OutputTargets& target
 void warn_flags_without_effect_on_files(const VerifyOptions& options) {
   if (options.settings.strict) fmt::print(stderr, "verify: --strict has no effect when checking files (nothing runs)\n");
   if (options.output.resume) fmt::print(stderr, "verify: --resume has no effect when checking files (nothing runs)\n");
+  if (!options.settings.shard.empty()) {
+    throw UsageError("--shard: checking files is one case, not a plan to split (allowed: --shard with --impl, axes "
+                     "or --config)");
+  }
 }
 
 // K and V come one way or the other: --k/--v tensors, or --k-cache/--v-cache with their index arrays.
@@ -308,6 +312,7 @@ void setup_verify(CLI::App& app, int& exit_status) {
   auto options = std::make_shared<VerifyOptions>();
   CLI::App* sub = app.add_subcommand("verify", "check implementations (or output files) against the float64 reference");
   add_case_options(*sub, options->settings, options->output);
+  add_shard_option(*sub, options->settings);
   sub->add_option("--q", options->q, "query .npy (batch, seq_q, heads, head_dim), float32 or float16");
   sub->add_option("--k", options->k, "key .npy (batch, seq_k, kv_heads, head_dim)");
   sub->add_option("--v", options->v, "value .npy, shaped like --k");

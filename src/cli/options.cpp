@@ -107,6 +107,12 @@ void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& o
   add_output_options(app, output);
 }
 
+void add_shard_option(CLI::App& app, SettingsOptions& settings) {
+  app.add_option("--shard", settings.shard,
+                 "run the I-th of N disjoint parts of the plan (I/N, 1-based), balanced by predicted time and the "
+                 "same on every machine; records carry the shard and the plan's fingerprint");
+}
+
 SettingsSource settings_source(const SettingsOptions& settings, const char* default_config,
                                const char* default_config_name) {
   SettingsSource source;
@@ -222,6 +228,13 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   RunOptions options;
   options.timing = timing;
   options.strict = settings.strict;
+  if (!settings.shard.empty()) {
+    options.shard = select_shard(plan, parse_shard(settings.shard));
+    const ShardSelection& shard = *options.shard;
+    fmt::print(stderr, "shard {}/{} of plan {}: {} of its {} pairs, {:.3g} s of {:.3g} s at the partition's reference "
+               "rates\n", shard.shard.index, shard.shard.count, shard.fingerprint, shard.keys.size(), shard.plan_pairs,
+               shard.cost, shard.plan_cost);
+  }
   if (options.strict) require_supported(plan);  // one line and exit 2 before anything is printed or measured
   if (const auto it = source.values().find("isolate"); it != source.values().end()) {
     const std::string& text = it->second.text;

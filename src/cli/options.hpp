@@ -24,7 +24,11 @@ struct SettingsOptions {
   bool isolate = false, no_isolate = false;  // --isolate / --no-isolate (config key "isolate")
   bool strict = false;                       // --strict: an unsupported pair is an error (exit 2)
   std::vector<std::string> plugins;          // --plugin LIB.so, repeatable
+  std::string shard;                         // --shard I/N (sweep and verify; harness/shard.hpp)
 };
+
+// --shard I/N on sweep and verify: run only the I-th of N disjoint parts of the plan.
+void add_shard_option(CLI::App& app, SettingsOptions& settings);
 
 // --plugin LIB.so (repeatable) on `app`, for subcommands without the case options (list).
 void add_plugin_option(CLI::App& app, std::vector<std::string>& plugins);

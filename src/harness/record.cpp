@@ -78,6 +78,11 @@ void to_json(nlohmann::json& out, const Record& record) {
   out["verify"] = record.verify ? nlohmann::json(*record.verify) : nlohmann::json(nullptr);
   out["details"] = record.details;
   out["repro"] = record.repro.empty() ? nlohmann::json(nullptr) : nlohmann::json(record.repro);
+  if (record.shard) {
+    out["shard"] = {{"index", record.shard->index},
+                    {"count", record.shard->count},
+                    {"plan_fingerprint", record.shard->plan_fingerprint}};
+  }
 }
 
 void from_json(const nlohmann::json& in, Record& record) {
@@ -118,6 +123,18 @@ void from_json(const nlohmann::json& in, Record& record) {
   record.details = in.value("details", nlohmann::json::object());
   record.repro.clear();  // optional: records written before it existed have none
   if (in.contains("repro") && !in["repro"].is_null()) record.repro = in["repro"].get<std::string>();
+  record.shard.reset();  // optional: absent when not sharded
+  if (in.contains("shard") && !in["shard"].is_null()) {
+    const auto& shard = in["shard"];
+    ShardTag tag{static_cast<int>(json_int64(shard.at("index"), "shard.index")),
+                 static_cast<int>(json_int64(shard.at("count"), "shard.count")),
+                 shard.at("plan_fingerprint").get<std::string>()};
+    if (tag.count < 1 || tag.index < 1 || tag.index > tag.count) {
+      throw std::invalid_argument("shard: index " + std::to_string(tag.index) + " of " + std::to_string(tag.count) +
+                                  " (allowed: 1 <= index <= count)");
+    }
+    record.shard = std::move(tag);
+  }
 }
 
 }  // namespace faprobe

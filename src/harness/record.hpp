@@ -52,6 +52,13 @@ struct MemoryStats {
   std::uint64_t predicted_bytes = 0;
 };
 
+// Which part of which plan a record was measured in (--shard I/N, harness/shard.hpp).
+struct ShardTag {
+  int index = 0;  // 1-based
+  int count = 0;
+  std::string plan_fingerprint;
+};
+
 struct Record {
   std::string impl;
   std::string device;
@@ -69,6 +76,7 @@ struct Record {
   // The `faprobe run` command line that reproduces this one case (harness/provenance.hpp), shell-quoted; ""
   // for a check of files and in records written before faprobe kept it (`repro`: null).
   std::string repro;
+  std::optional<ShardTag> shard;  // absent when the run was not sharded
 
   double flops() const { return c.flops(); }
   double bytes() const { return c.min_bytes(); }

@@ -466,6 +466,21 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
   RunSummary summary;
   std::set<std::string> done;
   for (const Record& record : files->resumed) {
+    // --resume of a shard continues that shard of that plan, never another's records.
+    if (options.shard) {
+      const ShardSelection& shard = *options.shard;
+      const bool same = record.shard && record.shard->plan_fingerprint == shard.fingerprint &&
+                        record.shard->index == shard.shard.index && record.shard->count == shard.shard.count;
+      if (!same) {
+        throw UsageError(fmt::format(
+            "--resume: {} holds {} from {}, not from shard {}/{} of plan {} (resume a shard from its own --out)",
+            options.out_jsonl, record.key(),
+            record.shard ? fmt::format("shard {}/{} of plan {}", record.shard->index, record.shard->count,
+                                       record.shard->plan_fingerprint)
+                         : std::string("an unsharded run"),
+            shard.shard.index, shard.shard.count, shard.fingerprint));
+      }
+    }
     if (!done.insert(record.key()).second) continue;
     summary.count(record);  // a resumed failure is still a failure of this run's results
     summary.records.push_back(record);
@@ -476,7 +491,7 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
   if (plan.measure.threads > 0) omp_set_num_threads(plan.measure.threads);
   TableWriter table(table_out);
   if (options.strict) require_supported(plan);  // before anything runs, so --strict fails fast
-  Progress progress(plan.size());
+  Progress progress(options.shard ? options.shard->keys.size() : plan.size());
   std::size_t position = 0;
   // The documents hold every record, so rewriting them is O(records): at most once a second while the run
   // goes on, and once at the end (JSONL is what streams each record the moment it is finished). Documents
@@ -510,6 +525,9 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
   auto finish = [&](const Implementation& impl, Record record) {
     // Here rather than in run_one, so that isolated children need not know the GPU's rates.
     record.bandwidth_fraction = bandwidth_fraction(impl, record, options.rates);
+    if (options.shard) {
+      record.shard = ShardTag{options.shard->shard.index, options.shard->shard.count, options.shard->fingerprint};
+    }
     finish_record(impl, plan.measure, options, record);  // repro; the GPU's clocks after a GPU case
     summary.count(record);
     ++summary.ran;
@@ -530,6 +548,7 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
       for (const std::string& name : part.impls) {
         if (interrupted()) break;
         const Implementation& impl = *find_implementation(name);
+        if (options.shard && options.shard->keys.count(record_key(name, c)) == 0) continue;  // another shard's
         if (!done.insert(record_key(name, c)).second) {
           ++position;
           continue;

@@ -34,6 +34,7 @@
 #include "harness/output_files.hpp"
 #include "harness/record.hpp"
 #include "harness/registry.hpp"
+#include "harness/shard.hpp"
 #include "harness/writers.hpp"
 
 namespace faprobe {
@@ -63,6 +64,8 @@ struct RunOptions {
   std::optional<bool> isolate;  // --isolate / --no-isolate; nullopt: each implementation's isolate_by_default()
   double isolate_timeout_s = 0;  // per child, from fork to record; 0: default_isolate_timeout(measure)
   std::string child_executable;  // this program ("/proc/self/exe", set by the CLI); "": never isolate
+  // --shard I/N: only this part's pairs run, and their records carry the shard and the plan's fingerprint.
+  std::optional<ShardSelection> shard;
 };
 
 // The default --isolate-timeout: max(60 s, 4 × --max-time). A child spends up to --max-time sampling, plus

@@ -1,0 +1,110 @@
+#include "harness/shard.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "harness/record.hpp"
+#include "model/errors.hpp"
+
+namespace faprobe {
+namespace {
+
+int parse_part(std::string_view text, std::string_view whole, std::string_view flag) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 1 || value > 100000) {
+    throw UsageError(fmt::format("{}: '{}' is not a shard (allowed: I/N, whole numbers with 1 <= I <= N <= 100000, "
+                                 "e.g. 2/8)", flag, whole));
+  }
+  return value;
+}
+
+}  // namespace
+
+Shard parse_shard(std::string_view text, std::string_view flag) {
+  const std::size_t slash = text.find('/');
+  if (slash == std::string_view::npos) {
+    throw UsageError(fmt::format("{}: '{}' is not a shard (allowed: I/N, whole numbers with 1 <= I <= N <= "
+                                 "100000, e.g. 2/8)", flag, text));
+  }
+  const int index = parse_part(text.substr(0, slash), text, flag);
+  const int count = parse_part(text.substr(slash + 1), text, flag);
+  if (index > count) {
+    throw UsageError(fmt::format("{}: shard {} of {} does not exist (allowed: 1 <= I <= N)", flag, index, count));
+  }
+  return {index, count};
+}
+
+std::string PlanPair::key() const { return record_key(impl, c); }
+
+std::vector<PlanPair> plan_pairs(const Plan& plan) {
+  std::vector<PlanPair> pairs;
+  std::set<std::string> seen;  // a pair two parts share runs once (runner.cpp)
+  for (const PlanPart& part : plan.parts)
+    for (const Case& c : part.cases)
+      for (const std::string& impl : part.impls)
+        if (seen.insert(record_key(impl, c)).second) pairs.push_back({impl, c});
+  return pairs;
+}
+
+std::string plan_fingerprint(const std::vector<PlanPair>& pairs) {
+  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a 64
+  const auto add = [&hash](std::string_view bytes) {
+    for (const char byte : bytes) {
+      hash ^= static_cast<unsigned char>(byte);
+      hash *= 1099511628211ull;
+    }
+  };
+  for (const PlanPair& pair : pairs) {
+    add(pair.key());
+    add(std::string_view("\n", 1));
+  }
+  return fmt::format("{:016x}", hash);
+}
+
+double shard_cost(const Case& c) { return c.flops() / kShardGemmFlops + c.min_bytes() / kShardCopyBytes; }
+
+std::vector<int> assign_shards(const std::vector<PlanPair>& pairs, int count) {
+  std::vector<double> cost(pairs.size());
+  std::vector<std::string> keys(pairs.size());
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    cost[i] = shard_cost(pairs[i].c);
+    keys[i] = pairs[i].key();
+  }
+  std::vector<std::size_t> order(pairs.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return cost[a] != cost[b] ? cost[a] > cost[b] : keys[a] < keys[b];
+  });
+  std::vector<double> load(static_cast<std::size_t>(count), 0.0);
+  std::vector<int> part(pairs.size(), 0);
+  for (const std::size_t i : order) {
+    const auto least = std::min_element(load.begin(), load.end());  // the first of equal loads
+    part[i] = static_cast<int>(least - load.begin());
+    *least += cost[i];
+  }
+  return part;
+}
+
+ShardSelection select_shard(const Plan& plan, Shard shard) {
+  const std::vector<PlanPair> pairs = plan_pairs(plan);
+  ShardSelection selection;
+  selection.shard = shard;
+  selection.fingerprint = plan_fingerprint(pairs);
+  selection.plan_pairs = pairs.size();
+  const std::vector<int> part = assign_shards(pairs, shard.count);
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const double cost = shard_cost(pairs[i].c);
+    selection.plan_cost += cost;
+    if (part[i] == shard.index - 1) {
+      selection.keys.insert(pairs[i].key());
+      selection.cost += cost;
+    }
+  }
+  return selection;
+}
+
+}  // namespace faprobe
