@@ -83,9 +83,12 @@ constexpr std::int64_t kMinPanelQueryRows = 24;
 PathChoice choose_path(const Case& c) {
   const CpuIsa isa = cpu_isa();
   const CpuIsa detected = detected_cpu_isa();
-  const std::string capped = fmt::format("{}={} (this CPU has {})", kMaxCpuIsaVariable, to_string(isa), to_string(detected));
+  // Formatted only where it is the note: forward() plans every timed call.
+  const auto capped = [&] {
+    return fmt::format("{}={} (this CPU has {})", kMaxCpuIsaVariable, to_string(isa), to_string(detected));
+  };
   if (isa == CpuIsa::portable) {
-    return {TiledPath::portable_fp32, detected != isa ? capped : std::string()};
+    return {TiledPath::portable_fp32, detected != isa ? capped() : std::string()};
   }
   if (c.seq_q < kMinPanelQueryRows) {
     return {TiledPath::portable_fp32, fmt::format("seq_q {} < {}: the AVX-512 paths' 32-row panels would compute "
@@ -93,7 +96,7 @@ PathChoice choose_path(const Case& c) {
   }
   if (c.dtype == DType::bf16) {
     if (isa < CpuIsa::avx512_bf16) {
-      return {TiledPath::avx512_fp32, detected != isa ? capped : "bf16 computed in fp32: this CPU has no AVX512_BF16"};
+      return {TiledPath::avx512_fp32, detected != isa ? capped() : "bf16 computed in fp32: this CPU has no AVX512_BF16"};
     }
     if (c.head_dim % 2 != 0) {
       return {TiledPath::avx512_fp32, "bf16 computed in fp32: vdpbf16ps takes head_dim in pairs and it is odd"};

@@ -548,8 +548,9 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
       for (const std::string& name : part.impls) {
         if (interrupted()) break;
         const Implementation& impl = *find_implementation(name);
-        if (options.shard && options.shard->keys.count(record_key(name, c)) == 0) continue;  // another shard's
-        if (!done.insert(record_key(name, c)).second) {
+        const std::string key = record_key(name, c);
+        if (options.shard && options.shard->keys.count(key) == 0) continue;  // another shard's
+        if (!done.insert(key).second) {
           ++position;
           continue;
         }

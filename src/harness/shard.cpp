@@ -67,20 +67,17 @@ std::string plan_fingerprint(const std::vector<PlanPair>& pairs) {
 
 double shard_cost(const Case& c) { return c.flops() / kShardGemmFlops + c.min_bytes() / kShardCopyBytes; }
 
-std::vector<int> assign_shards(const std::vector<PlanPair>& pairs, int count) {
-  std::vector<double> cost(pairs.size());
-  std::vector<std::string> keys(pairs.size());
-  for (std::size_t i = 0; i < pairs.size(); ++i) {
-    cost[i] = shard_cost(pairs[i].c);
-    keys[i] = pairs[i].key();
-  }
-  std::vector<std::size_t> order(pairs.size());
+namespace {
+
+// Longest-processing-time first over costs[i] (ties by keys[i]): the part (0-based) of each pair.
+std::vector<int> assign(const std::vector<double>& cost, const std::vector<std::string>& keys, int count) {
+  std::vector<std::size_t> order(cost.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return cost[a] != cost[b] ? cost[a] > cost[b] : keys[a] < keys[b];
   });
   std::vector<double> load(static_cast<std::size_t>(count), 0.0);
-  std::vector<int> part(pairs.size(), 0);
+  std::vector<int> part(cost.size(), 0);
   for (const std::size_t i : order) {
     const auto least = std::min_element(load.begin(), load.end());  // the first of equal loads
     part[i] = static_cast<int>(least - load.begin());
@@ -89,19 +86,40 @@ std::vector<int> assign_shards(const std::vector<PlanPair>& pairs, int count) {
   return part;
 }
 
+struct PairCosts {
+  std::vector<double> cost;
+  std::vector<std::string> keys;
+};
+
+PairCosts pair_costs(const std::vector<PlanPair>& pairs) {
+  PairCosts costs;
+  for (const PlanPair& pair : pairs) {
+    costs.cost.push_back(shard_cost(pair.c));
+    costs.keys.push_back(pair.key());
+  }
+  return costs;
+}
+
+}  // namespace
+
+std::vector<int> assign_shards(const std::vector<PlanPair>& pairs, int count) {
+  const PairCosts costs = pair_costs(pairs);
+  return assign(costs.cost, costs.keys, count);
+}
+
 ShardSelection select_shard(const Plan& plan, Shard shard) {
   const std::vector<PlanPair> pairs = plan_pairs(plan);
+  const PairCosts costs = pair_costs(pairs);
+  const std::vector<int> part = assign(costs.cost, costs.keys, shard.count);
   ShardSelection selection;
   selection.shard = shard;
   selection.fingerprint = plan_fingerprint(pairs);
   selection.plan_pairs = pairs.size();
-  const std::vector<int> part = assign_shards(pairs, shard.count);
   for (std::size_t i = 0; i < pairs.size(); ++i) {
-    const double cost = shard_cost(pairs[i].c);
-    selection.plan_cost += cost;
+    selection.plan_cost += costs.cost[i];
     if (part[i] == shard.index - 1) {
-      selection.keys.insert(pairs[i].key());
-      selection.cost += cost;
+      selection.keys.insert(costs.keys[i]);
+      selection.cost += costs.cost[i];
     }
   }
   return selection;
