@@ -663,8 +663,9 @@ TEST_F(Cli, AnInterleavedCaseThatThrowsFailsAloneAndAnInterruptedOneIsNotRecorde
 // record tagged with its shard and the same fingerprint; --resume of a shard refuses another shard's file,
 // and a bad --shard is one line and exit 2 before anything runs.
 TEST_F(Cli, ShardsOfAPlanAreExactlyThePlanAndResumeStaysInItsShard) {
-  const std::string plan = "--impl cpu.naive,cpu.tiled,cpu.decode --seq 16..256 --mode prefill,decode --heads 2 "
-                           "--head-dim 16 --min-samples 1 --min-time 0 --no-verify";
+  const std::string axes = "--impl cpu.naive,cpu.tiled,cpu.decode --seq 16..256 --mode prefill,decode --heads 2 "
+                           "--head-dim 16";
+  const std::string plan = axes + " --min-samples 1 --min-time 0 --no-verify";
   ASSERT_EQ(faprobe("sweep " + plan + " --out all.jsonl").status, 0);
   std::multiset<std::string> whole, parts;
   for (const Record& record : read_jsonl(path("all.jsonl").string())) {
@@ -688,6 +689,43 @@ TEST_F(Cli, ShardsOfAPlanAreExactlyThePlanAndResumeStaysInItsShard) {
   EXPECT_EQ(parts, whole);  // every pair once, none twice, none left out
   EXPECT_EQ(fingerprints.size(), 1u);
 
+  // merge: the three parts are the plan, pair by pair, in the unsharded run's order.
+  const Result merged = faprobe("merge s3.jsonl s1.jsonl s2.jsonl --out merged.jsonl --csv merged.csv " + axes);
+  ASSERT_EQ(merged.status, 0) << merged.err;
+  EXPECT_NE(merged.err.find("checked pair by pair against the plan"), std::string::npos) << merged.err;
+  std::vector<std::string> whole_order, merged_order;
+  for (const Record& record : read_jsonl(path("all.jsonl").string())) whole_order.push_back(record.key());
+  for (const Record& record : read_jsonl(path("merged.jsonl").string())) merged_order.push_back(record.key());
+  EXPECT_EQ(merged_order, whole_order);
+  EXPECT_TRUE(fs::exists(path("merged.csv")));
+  const Result again = faprobe("merge s1.jsonl s2.jsonl s3.jsonl --out merged.jsonl");
+  EXPECT_EQ(again.status, 2);
+  EXPECT_EQ(again.err, "faprobe: --out merged.jsonl: exists; merge never overwrites a result (give a new file)\n");
+  // A missing shard is named, and so is every pair of it; the rest is written, with exit status 1.
+  const Result partial = faprobe("merge s1.jsonl s3.jsonl --out partial.jsonl " + axes);
+  EXPECT_EQ(partial.status, 1) << partial.err;
+  EXPECT_NE(partial.err.find("missing shard (no records): 2/3"), std::string::npos) << partial.err;
+  EXPECT_NE(partial.err.find("(shard 2/3)"), std::string::npos) << partial.err;
+  EXPECT_EQ(read_jsonl(path("partial.jsonl").string()).size(),
+            read_jsonl(path("s1.jsonl").string()).size() + read_jsonl(path("s3.jsonl").string()).size());
+  // A part given twice, a part of another plan, a plan that is not theirs: refused, nothing written.
+  const Result twice = faprobe("merge s1.jsonl s1.jsonl s2.jsonl s3.jsonl --out twice.jsonl");
+  EXPECT_EQ(twice.status, 2);
+  EXPECT_NE(twice.err.find("appears twice: s1.jsonl record 1 and s1.jsonl record "), std::string::npos) << twice.err;
+  EXPECT_FALSE(fs::exists(path("twice.jsonl")));
+  const Result kept = faprobe("merge s1.jsonl s1.jsonl s2.jsonl s3.jsonl --allow-duplicates --out kept.jsonl");
+  EXPECT_EQ(kept.status, 0) << kept.err;
+  EXPECT_NE(kept.err.find("kept the better-measured record"), std::string::npos) << kept.err;
+  const std::string other = "--impl cpu.naive --seq 16 --head-dim 16";
+  ASSERT_EQ(faprobe("sweep " + other + " --min-samples 1 --min-time 0 --no-verify --shard 1/3 --out other.jsonl").status, 0);
+  const Result mixed = faprobe("merge s1.jsonl other.jsonl --out mixed.jsonl");
+  EXPECT_EQ(mixed.status, 2);
+  EXPECT_NE(mixed.err.find("parts of different plans"), std::string::npos) << mixed.err;
+  const Result wrong = faprobe("merge s1.jsonl s2.jsonl s3.jsonl --out wrong.jsonl " + other);
+  EXPECT_EQ(wrong.status, 2);
+  EXPECT_NE(wrong.err.find("is not the plan of these parts"), std::string::npos) << wrong.err;
+  EXPECT_FALSE(fs::exists(path("wrong.jsonl")));
+
   const Result resumed = faprobe("sweep " + plan + " --shard 2/3 --resume --out s1.jsonl");
   EXPECT_EQ(resumed.status, 2);
   EXPECT_NE(resumed.err.find("--resume: s1.jsonl holds "), std::string::npos) << resumed.err;
@@ -700,7 +738,7 @@ TEST_F(Cli, ShardsOfAPlanAreExactlyThePlanAndResumeStaysInItsShard) {
   const Result bad = faprobe("sweep " + plan + " --shard 0/3 --out bad.jsonl");
   EXPECT_EQ(bad.status, 2);
   EXPECT_EQ(bad.err, "faprobe: --shard: '0/3' is not a shard (allowed: I/N, whole numbers with 1 <= I <= N <= 100000, "
-                     "e.g. 2/8)\n");
+                     "e.g. 2/8; or slurm)\n");
   EXPECT_FALSE(fs::exists(path("bad.jsonl")));
 }
 

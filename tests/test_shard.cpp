@@ -1,6 +1,7 @@
 // --shard I/N (harness/shard.hpp): the partition of a plan into N parts is disjoint, complete, balanced within
 // one pair's cost of the mean and the same every time; the fingerprint names the plan; shard tags survive
-// the record's JSON, and bad ones are refused.
+// the record's JSON, and bad ones are refused. Merging shards (harness/merge.hpp): one plan only, missing
+// shards and pairs named, duplicates refused or resolved to the better-measured record.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/axes.hpp"
+#include "harness/merge.hpp"
 #include "harness/record.hpp"
 #include "harness/shard.hpp"
 #include "model/errors.hpp"
@@ -99,18 +101,224 @@ TEST(Shard, RecordsKeepTheirShardThroughJsonAndABadOneIsRefused) {
   const nlohmann::json unsharded = record;
   EXPECT_FALSE(unsharded.contains("shard"));
   EXPECT_FALSE(unsharded.get<Record>().shard.has_value());
-  record.shard = ShardTag{2, 3, "0123456789abcdef"};
+  record.shard = ShardTag{2, 3, "0123456789abcdef", 7, "node-4", "3"};
   const nlohmann::json sharded = record;
   const Record back = sharded.get<Record>();
   ASSERT_TRUE(back.shard.has_value());
   EXPECT_EQ(back.shard->index, 2);
   EXPECT_EQ(back.shard->count, 3);
   EXPECT_EQ(back.shard->plan_fingerprint, "0123456789abcdef");
+  EXPECT_EQ(back.shard->pairs, 7);
+  EXPECT_EQ(back.shard->host, "node-4");
+  EXPECT_EQ(back.shard->cuda_visible_devices, "3");
+  nlohmann::json first_form = sharded;  // records of the first sharded runs: no pairs, host or devices
+  for (const char* key : {"pairs", "host", "cuda_visible_devices"}) first_form["shard"].erase(key);
+  EXPECT_EQ(first_form.get<Record>().shard->pairs, 0);
   nlohmann::json bad = sharded;
+  bad["shard"]["pairs"] = -1;
+  EXPECT_THROW((void)bad.get<Record>(), std::invalid_argument);
+  bad = sharded;
   bad["shard"]["index"] = 4;
   EXPECT_THROW((void)bad.get<Record>(), std::invalid_argument);
   bad["shard"] = {{"index", 1}, {"count", 3}};  // no fingerprint
   EXPECT_ANY_THROW((void)bad.get<Record>());
+}
+
+Shard slurm(const std::map<std::string, std::string>& environment) {
+  return slurm_shard([&](const char* name) -> const char* {
+    const auto found = environment.find(name);
+    return found == environment.end() ? nullptr : found->second.c_str();
+  });
+}
+
+std::string slurm_error(const std::map<std::string, std::string>& environment) {
+  try {
+    (void)slurm(environment);
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(Shard, SlurmArrayTasksAndSrunTasksAreShards) {
+  // sbatch --array=1-3: task 2 of 3; --array=0-2 and --array=10-14:2 count from their first task.
+  Shard shard = slurm({{"SLURM_ARRAY_TASK_ID", "2"}, {"SLURM_ARRAY_TASK_COUNT", "3"}, {"SLURM_ARRAY_TASK_MIN", "1"}});
+  EXPECT_EQ(shard.index, 2);
+  EXPECT_EQ(shard.count, 3);
+  shard = slurm({{"SLURM_ARRAY_TASK_ID", "0"}, {"SLURM_ARRAY_TASK_COUNT", "3"}, {"SLURM_ARRAY_TASK_MIN", "0"}});
+  EXPECT_EQ(shard.index, 1);
+  shard = slurm({{"SLURM_ARRAY_TASK_ID", "14"},
+                 {"SLURM_ARRAY_TASK_COUNT", "3"},
+                 {"SLURM_ARRAY_TASK_MIN", "10"},
+                 {"SLURM_ARRAY_TASK_STEP", "2"},
+                 {"SLURM_PROCID", "0"},
+                 {"SLURM_NTASKS", "1"}});  // the array wins over the batch step's own task
+  EXPECT_EQ(shard.index, 3);
+  EXPECT_EQ(shard.count, 3);
+  // srun -n 4: task 3 (0-based) is shard 4 of 4.
+  shard = slurm({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}});
+  EXPECT_EQ(shard.index, 4);
+  EXPECT_EQ(shard.count, 4);
+
+  EXPECT_NE(slurm_error({}).find("--shard slurm: not in a Slurm array job or srun step"), std::string::npos);
+  EXPECT_NE(slurm_error({{"SLURM_ARRAY_TASK_ID", "5"}, {"SLURM_ARRAY_TASK_COUNT", "3"}, {"SLURM_ARRAY_TASK_MIN", "1"}})
+                .find("sbatch --array=1-3"),
+            std::string::npos);  // a list like --array=1,2,5 is not a range
+  EXPECT_NE(slurm_error({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "4"}}).find("SLURM_PROCID='x' is not a whole number"),
+            std::string::npos);
+  EXPECT_NE(slurm_error({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}).find("not below SLURM_NTASKS"), std::string::npos);
+}
+
+// The records a run of each shard of `plan` in `count` parts would write, one file per shard, each pair ok
+// with `samples` samples.
+std::vector<ResultFile> shard_files(const Plan& plan, int count, std::int64_t samples = 10) {
+  const std::vector<PlanPair> pairs = plan_pairs(plan);
+  const std::vector<int> part = assign_shards(pairs, count);
+  const std::string fingerprint = plan_fingerprint(pairs);
+  std::vector<ResultFile> files(static_cast<std::size_t>(count));
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(count), 0);
+  for (const int p : part) ++sizes[static_cast<std::size_t>(p)];
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    ResultFile& file = files[static_cast<std::size_t>(part[i])];
+    file.path = "part-" + std::to_string(part[i] + 1) + ".jsonl";
+    Record record;
+    record.impl = pairs[i].impl;
+    record.device = "cpu";
+    record.c = pairs[i].c;
+    record.time = TimeStats{};
+    record.time->samples = samples;
+    record.time->median = 1e-3;
+    record.time->stddev = 1e-5;
+    record.shard = ShardTag{part[i] + 1, count, fingerprint, sizes[static_cast<std::size_t>(part[i])], "node", ""};
+    file.records.push_back(record);
+  }
+  return files;
+}
+
+std::string merge_error(std::vector<ResultFile> files, const MergeOptions& options = {}) {
+  try {
+    (void)merge_shards(std::move(files), options);
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(Merge, AllShardsOfAPlanMergeToExactlyThePlanInItsOrder) {
+  const Plan plan = default_sweep_plan();
+  const std::vector<PlanPair> pairs = plan_pairs(plan);
+  std::vector<ResultFile> files = shard_files(plan, 3);
+  std::reverse(files.begin(), files.end());  // the order the parts are given in does not matter
+  MergeOptions options;
+  options.plan = pairs;
+  const MergeResult merged = merge_shards(files, options);
+  EXPECT_TRUE(merged.complete());
+  EXPECT_TRUE(merged.plan_checked);
+  EXPECT_EQ(merged.fingerprint, plan_fingerprint(pairs));
+  EXPECT_EQ(merged.shard_count, 3);
+  ASSERT_EQ(merged.records.size(), pairs.size());
+  for (std::size_t i = 0; i < pairs.size(); ++i) EXPECT_EQ(merged.records[i].key(), pairs[i].key());
+  // Without the plan: the same records, complete by the shards' own counts.
+  const MergeResult unchecked = merge_shards(files, {});
+  EXPECT_TRUE(unchecked.complete());
+  EXPECT_FALSE(unchecked.plan_checked);
+  EXPECT_EQ(unchecked.records.size(), pairs.size());
+}
+
+TEST(Merge, AMissingShardAndMissingPairsAreNamed) {
+  const Plan plan = default_sweep_plan();
+  std::vector<ResultFile> files = shard_files(plan, 3);
+  files.erase(files.begin() + 1);           // shard 2 never ran
+  const Record lost = files[1].records.back();
+  files[1].records.pop_back();              // shard 3 was cut short
+  const MergeResult unchecked = merge_shards(files, {});
+  EXPECT_FALSE(unchecked.complete());
+  EXPECT_EQ(unchecked.missing_shards, std::vector<int>{2});
+  ASSERT_EQ(unchecked.incomplete_shards.size(), 1u);
+  EXPECT_NE(unchecked.incomplete_shards[0].find("shard 3:"), std::string::npos);
+
+  MergeOptions options;
+  options.plan = plan_pairs(plan);
+  const MergeResult checked = merge_shards(files, options);
+  EXPECT_FALSE(checked.complete());
+  EXPECT_EQ(checked.missing_shards, std::vector<int>{2});
+  std::size_t in_shard_2 = 0;
+  bool lost_named = false;
+  for (const MissingPair& pair : checked.missing_pairs) {
+    in_shard_2 += pair.shard == 2;
+    lost_named = lost_named || (pair.key == lost.key() && pair.shard == 3);
+  }
+  EXPECT_EQ(in_shard_2, shard_files(plan, 3)[1].records.size());
+  EXPECT_TRUE(lost_named);
+  EXPECT_EQ(checked.missing_pairs.size(), in_shard_2 + 1);
+}
+
+TEST(Merge, PartsOfDifferentPlansAnUnshardedRecordAndAWrongPlanAreRefused) {
+  const Plan plan = default_sweep_plan();
+  std::vector<ResultFile> files = shard_files(plan, 3);
+  std::vector<ResultFile> four = shard_files(plan, 4);
+  files.push_back(four[3]);
+  const std::string mixed = merge_error(files);
+  EXPECT_NE(mixed.find("parts of different plans"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("part-4.jsonl"), std::string::npos) << mixed;
+
+  files = shard_files(plan, 3);
+  files[0].records[0].shard.reset();
+  EXPECT_NE(merge_error(files).find("is not from a sharded run"), std::string::npos);
+
+  SettingsSource other;
+  other.set("seq", "512", "--seq");
+  MergeOptions options;
+  options.plan = plan_pairs(make_plan(other));
+  EXPECT_NE(merge_error(shard_files(plan, 3), options).find("is not the plan of these parts"), std::string::npos);
+}
+
+TEST(Merge, ADuplicateIsRefusedUnlessAllowedThenTheBetterMeasuredIsKept) {
+  const Plan plan = default_sweep_plan();
+  std::vector<ResultFile> files = shard_files(plan, 2);
+  ResultFile rerun = shard_files(plan, 2, /*samples=*/40)[0];
+  rerun.path = "rerun.jsonl";
+  files.push_back(rerun);
+  const std::string refused = merge_error(files);
+  EXPECT_NE(refused.find("appears twice"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("rerun.jsonl"), std::string::npos) << refused;
+
+  MergeOptions options;
+  options.allow_duplicates = true;
+  const MergeResult merged = merge_shards(files, options);
+  EXPECT_TRUE(merged.complete());
+  ASSERT_EQ(merged.duplicates.size(), rerun.records.size());
+  EXPECT_NE(merged.duplicates[0].kept.find("rerun.jsonl"), std::string::npos);
+  EXPECT_EQ(merged.duplicates[0].reason, "40 samples over 10");
+  for (const Record& record : merged.records)
+    if (record.shard->index == 1) {
+      EXPECT_EQ(record.time->samples, 40);
+    }
+}
+
+TEST(Merge, BetterMeasuredPrefersMeasuredThenAMismatchThenSamplesThenSpread) {
+  Record ok, other;
+  ok.status = Status::ok;
+  ok.time = TimeStats{};
+  ok.time->samples = 10;
+  ok.time->median = 1.0;
+  ok.time->stddev = 0.02;
+  std::string reason;
+  other.status = Status::failed;
+  EXPECT_FALSE(better_measured(other, ok, reason));
+  EXPECT_EQ(reason, "ok over failed");
+  EXPECT_TRUE(better_measured(ok, other, reason));
+  other = ok;
+  other.status = Status::mismatch;
+  EXPECT_TRUE(better_measured(other, ok, reason));  // never hidden by a passing rerun
+  EXPECT_FALSE(better_measured(ok, other, reason));
+  EXPECT_NE(reason.find("never hides a failed check"), std::string::npos);
+  other = ok;
+  other.time->stddev = 0.01;
+  EXPECT_TRUE(better_measured(other, ok, reason));
+  EXPECT_EQ(reason, "relative spread 1.00 % over 2.00 %");
+  EXPECT_FALSE(better_measured(ok, ok, reason));
+  EXPECT_EQ(reason, "equally measured: the first given");
 }
 
 }  // namespace

@@ -13,5 +13,6 @@ void setup_calibrate(CLI::App& app, int& exit_status);
 void setup_probes(CLI::App& app, int& exit_status);
 void setup_compare(CLI::App& app, int& exit_status);
 void setup_report(CLI::App& app, int& exit_status);
+void setup_merge(CLI::App& app, int& exit_status);
 
 }  // namespace faprobe::cli

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   cli::setup_probes(app, exit_status);
   cli::setup_compare(app, exit_status);
   cli::setup_report(app, exit_status);
+  cli::setup_merge(app, exit_status);
   install_interrupt_handler();
   try {
     reject_unknown_subcommand(app, argc, argv);

@@ -26,6 +26,8 @@ void add_value(CLI::App& app, SettingsOptions& settings, const std::string& key,
   settings.options[key] = app.add_option(flag, settings.values[key], help);
 }
 
+}  // namespace
+
 void add_axis_options(CLI::App& app, SettingsOptions& settings) {
   app.add_option("--config", settings.config, "JSON file with the same keys as these flags (flags override it)");
   add_plugin_option(app, settings.plugins);
@@ -46,6 +48,8 @@ void add_axis_options(CLI::App& app, SettingsOptions& settings) {
             "decode: one key length per batch entry, no padding (e.g. 1000,17,32768); sets --batch and --seq");
   add_value(app, settings, "splits", "split-K implementations: key splits, 0 = their heuristic (default); a list sweeps");
 }
+
+namespace {
 
 void add_measure_options(CLI::App& app, SettingsOptions& settings) {
   add_value(app, settings, "warmup", "untimed runs before sampling (default 1)");
@@ -110,7 +114,9 @@ void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& o
 void add_shard_option(CLI::App& app, SettingsOptions& settings) {
   app.add_option("--shard", settings.shard,
                  "run the I-th of N disjoint parts of the plan (I/N, 1-based), balanced by predicted time and the "
-                 "same on every machine; records carry the shard and the plan's fingerprint");
+                 "same on every machine; records carry the shard and the plan's fingerprint. 'slurm': I/N from the "
+                 "Slurm array task (SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT) or srun task (SLURM_PROCID of "
+                 "SLURM_NTASKS)");
 }
 
 SettingsSource settings_source(const SettingsOptions& settings, const char* default_config,
@@ -229,7 +235,7 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   options.timing = timing;
   options.strict = settings.strict;
   if (!settings.shard.empty()) {
-    options.shard = select_shard(plan, parse_shard(settings.shard));
+    options.shard = select_shard(plan, parse_shard_setting(settings.shard));
     const ShardSelection& shard = *options.shard;
     fmt::print(stderr, "shard {}/{} of plan {}: {} of its {} pairs, {:.3g} s of {:.3g} s at the partition's reference "
                "rates\n", shard.shard.index, shard.shard.count, shard.fingerprint, shard.keys.size(), shard.plan_pairs,

@@ -41,6 +41,10 @@ struct OutputOptions {
   bool resume = false;
 };
 
+// AXES of DESIGN.md's command line with --config and --plugin: what a plan is made of (merge takes these
+// alone, to re-expand the plan of the shards it merges).
+void add_axis_options(CLI::App& app, SettingsOptions& settings);
+
 // AXES, MEASURE and OUTPUT of DESIGN.md's command line, for sweep, verify and run, plus --strict, --isolate,
 // --no-isolate and --isolate-timeout.
 void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& output);

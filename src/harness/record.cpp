@@ -82,6 +82,11 @@ void to_json(nlohmann::json& out, const Record& record) {
     out["shard"] = {{"index", record.shard->index},
                     {"count", record.shard->count},
                     {"plan_fingerprint", record.shard->plan_fingerprint}};
+    if (record.shard->pairs > 0) out["shard"]["pairs"] = record.shard->pairs;
+    if (!record.shard->host.empty()) out["shard"]["host"] = record.shard->host;
+    if (!record.shard->cuda_visible_devices.empty()) {
+      out["shard"]["cuda_visible_devices"] = record.shard->cuda_visible_devices;
+    }
   }
 }
 
@@ -126,9 +131,15 @@ void from_json(const nlohmann::json& in, Record& record) {
   record.shard.reset();  // optional: absent when not sharded
   if (in.contains("shard") && !in["shard"].is_null()) {
     const auto& shard = in["shard"];
-    ShardTag tag{static_cast<int>(json_int64(shard.at("index"), "shard.index")),
-                 static_cast<int>(json_int64(shard.at("count"), "shard.count")),
-                 shard.at("plan_fingerprint").get<std::string>()};
+    ShardTag tag;
+    tag.index = static_cast<int>(json_int64(shard.at("index"), "shard.index"));
+    tag.count = static_cast<int>(json_int64(shard.at("count"), "shard.count"));
+    tag.plan_fingerprint = shard.at("plan_fingerprint").get<std::string>();
+    // Optional: records of the first sharded runs have none of them.
+    if (shard.contains("pairs")) tag.pairs = json_int64(shard["pairs"], "shard.pairs");
+    tag.host = shard.value("host", std::string());
+    tag.cuda_visible_devices = shard.value("cuda_visible_devices", std::string());
+    if (tag.pairs < 0) throw std::invalid_argument("shard.pairs is negative");
     if (tag.count < 1 || tag.index < 1 || tag.index > tag.count) {
       throw std::invalid_argument("shard: index " + std::to_string(tag.index) + " of " + std::to_string(tag.count) +
                                   " (allowed: 1 <= index <= count)");

@@ -53,10 +53,15 @@ struct MemoryStats {
 };
 
 // Which part of which plan a record was measured in (--shard I/N, harness/shard.hpp).
+// Where it ran too, for a sweep spread over nodes and GPUs: the host's name, and the CUDA_VISIBLE_DEVICES the
+// process had (--devices pins one worker per GPU with it; a Slurm GPU job sets it), for records of a GPU.
 struct ShardTag {
   int index = 0;  // 1-based
   int count = 0;
   std::string plan_fingerprint;
+  std::int64_t pairs = 0;            // pairs in this shard; 0 in records written before it was kept
+  std::string host;                  // "" when not known
+  std::string cuda_visible_devices;  // "" when unset or not a GPU record
 };
 
 struct Record {

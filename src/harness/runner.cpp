@@ -36,6 +36,7 @@
 #include "harness/range.hpp"
 #include "harness/writers.hpp"
 #include "model/errors.hpp"
+#include "model/host_info.hpp"
 #include "model/memory.hpp"
 #include "reference/check.hpp"
 
@@ -521,12 +522,22 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
     }
   };
 
+  // A shard's records say which part of which plan they are, and where they ran.
+  std::optional<ShardTag> shard_tag;
+  if (options.shard) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    shard_tag = ShardTag{options.shard->shard.index, options.shard->shard.count, options.shard->fingerprint,
+                         static_cast<std::int64_t>(options.shard->keys.size()), host_info().hostname,
+                         visible != nullptr ? visible : ""};
+  }
+
   // A finished record to every output.
   auto finish = [&](const Implementation& impl, Record record) {
     // Here rather than in run_one, so that isolated children need not know the GPU's rates.
     record.bandwidth_fraction = bandwidth_fraction(impl, record, options.rates);
-    if (options.shard) {
-      record.shard = ShardTag{options.shard->shard.index, options.shard->shard.count, options.shard->fingerprint};
+    if (shard_tag) {
+      record.shard = shard_tag;
+      if (record.device == "cpu") record.shard->cuda_visible_devices.clear();
     }
     finish_record(impl, plan.measure, options, record);  // repro; the GPU's clocks after a GPU case
     summary.count(record);

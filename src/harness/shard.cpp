@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
+#include <optional>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -17,7 +19,7 @@ int parse_part(std::string_view text, std::string_view whole, std::string_view f
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 1 || value > 100000) {
     throw UsageError(fmt::format("{}: '{}' is not a shard (allowed: I/N, whole numbers with 1 <= I <= N <= 100000, "
-                                 "e.g. 2/8)", flag, whole));
+                                 "e.g. 2/8; or slurm)", flag, whole));
   }
   return value;
 }
@@ -28,7 +30,7 @@ Shard parse_shard(std::string_view text, std::string_view flag) {
   const std::size_t slash = text.find('/');
   if (slash == std::string_view::npos) {
     throw UsageError(fmt::format("{}: '{}' is not a shard (allowed: I/N, whole numbers with 1 <= I <= N <= "
-                                 "100000, e.g. 2/8)", flag, text));
+                                 "100000, e.g. 2/8; or slurm)", flag, text));
   }
   const int index = parse_part(text.substr(0, slash), text, flag);
   const int count = parse_part(text.substr(slash + 1), text, flag);
@@ -36,6 +38,56 @@ Shard parse_shard(std::string_view text, std::string_view flag) {
     throw UsageError(fmt::format("{}: shard {} of {} does not exist (allowed: 1 <= I <= N)", flag, index, count));
   }
   return {index, count};
+}
+
+namespace {
+
+// A whole number >= `least` from a Slurm variable, or nullopt when it is unset.
+std::optional<long> slurm_number(const std::function<const char*(const char*)>& variable, const char* name, long least,
+                                 std::string_view flag) {
+  const char* text = variable(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  long value = 0;
+  const std::string_view view(text);
+  const auto [end, error] = std::from_chars(view.data(), view.data() + view.size(), value);
+  if (error != std::errc() || end != view.data() + view.size() || value < least) {
+    throw UsageError(fmt::format("{} slurm: {}='{}' is not a whole number >= {}", flag, name, view, least));
+  }
+  return value;
+}
+
+}  // namespace
+
+Shard slurm_shard(const std::function<const char*(const char*)>& variable, std::string_view flag) {
+  const auto task = slurm_number(variable, "SLURM_ARRAY_TASK_ID", 0, flag);
+  const auto tasks = slurm_number(variable, "SLURM_ARRAY_TASK_COUNT", 1, flag);
+  if (task && tasks) {
+    const long first = slurm_number(variable, "SLURM_ARRAY_TASK_MIN", 0, flag).value_or(*task);
+    const long step = slurm_number(variable, "SLURM_ARRAY_TASK_STEP", 1, flag).value_or(1);
+    const long offset = *task - first;
+    if (offset < 0 || offset % step != 0 || offset / step >= *tasks || *tasks > 100000) {
+      throw UsageError(fmt::format("{} slurm: array task {} is not one of {} evenly stepped tasks from {} (submit the "
+                                   "array as a range, e.g. sbatch --array=1-{})",
+                                   flag, *task, *tasks, first, *tasks));
+    }
+    return {static_cast<int>(offset / step + 1), static_cast<int>(*tasks)};
+  }
+  const auto process = slurm_number(variable, "SLURM_PROCID", 0, flag);
+  const auto processes = slurm_number(variable, "SLURM_NTASKS", 1, flag);
+  if (process && processes) {
+    if (*process >= *processes || *processes > 100000) {
+      throw UsageError(fmt::format("{} slurm: SLURM_PROCID {} is not below SLURM_NTASKS {}", flag, *process, *processes));
+    }
+    return {static_cast<int>(*process + 1), static_cast<int>(*processes)};
+  }
+  throw UsageError(fmt::format("{} slurm: not in a Slurm array job or srun step (neither SLURM_ARRAY_TASK_ID with "
+                               "SLURM_ARRAY_TASK_COUNT nor SLURM_PROCID with SLURM_NTASKS is set; allowed: I/N, slurm)",
+                               flag));
+}
+
+Shard parse_shard_setting(std::string_view text, std::string_view flag) {
+  if (text == "slurm") return slurm_shard([](const char* name) { return std::getenv(name); }, flag);
+  return parse_shard(text, flag);
 }
 
 std::string PlanPair::key() const { return record_key(impl, c); }

@@ -10,6 +10,7 @@
 // every record of a shard, so that parts of different plans are never merged as one.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -30,6 +31,15 @@ struct Shard {
 
 // "I/N" with 1 <= I <= N <= 100000; throws UsageError naming `flag` and the allowed form.
 Shard parse_shard(std::string_view text, std::string_view flag = "--shard");
+
+// --shard slurm: the shard from Slurm's environment, read through `variable` (std::getenv's role; nullptr when
+// unset). An array job's task (sbatch --array=A-B[:S]) is shard (ID - MIN) / STEP + 1 of
+// SLURM_ARRAY_TASK_COUNT; else a task of `srun -n N` is shard SLURM_PROCID + 1 of SLURM_NTASKS. Throws
+// UsageError naming `flag` when neither is set or the array is not an evenly stepped range.
+Shard slurm_shard(const std::function<const char*(const char*)>& variable, std::string_view flag = "--shard");
+
+// "I/N" or "slurm" (slurm_shard over the process's environment).
+Shard parse_shard_setting(std::string_view text, std::string_view flag = "--shard");
 
 struct PlanPair {
   std::string impl;

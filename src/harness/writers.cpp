@@ -65,8 +65,16 @@ JsonlWriter::JsonlWriter(std::unique_ptr<AppendFile> file, std::optional<std::si
 
 JsonlWriter::~JsonlWriter() = default;
 
+std::string jsonl_line(const Record& record) { return dump(nlohmann::json(record)) + "\n"; }
+
+std::string jsonl_document(const std::vector<Record>& records) {
+  std::string text;
+  for (const Record& record : records) text += jsonl_line(record);
+  return text;
+}
+
 void JsonlWriter::write(const Record& record) {
-  if (const std::error_code error = file_->append(dump(nlohmann::json(record)) + "\n")) {
+  if (const std::error_code error = file_->append(jsonl_line(record))) {
     const OutputTarget& target = file_->target();
     std::string on_disk;  // what --resume will find: the complete lines before this one
     if (target.kind == OutputKind::regular_file && records_on_disk_) {

@@ -65,6 +65,10 @@ inline constexpr std::uint64_t kMaxJsonlBytes = std::uint64_t(1) << 30;
 // The records of a JSONL file, strictly: a torn last line is a UsageError too.
 std::vector<Record> read_jsonl(const std::string& path);
 
+// One record as a line of the --out JSONL, newline included; a whole JSONL of records (faprobe merge).
+std::string jsonl_line(const Record& record);
+std::string jsonl_document(const std::vector<Record>& records);
+
 // The documents' text. `metadata` holds schema, version, command, time, host, devices...; records go under
 // "records".
 std::string json_document(const nlohmann::json& metadata, const std::vector<Record>& records);
