@@ -742,5 +742,82 @@ TEST_F(Cli, ShardsOfAPlanAreExactlyThePlanAndResumeStaysInItsShard) {
   EXPECT_FALSE(fs::exists(path("bad.jsonl")));
 }
 
+
+TEST_F(Cli, DevicesRefuseBadInputAndTimedCpuCasesAndSayWhenThereIsNoGpu) {
+  const Result bad = faprobe("sweep --impl cuda.fa2 --seq 64 --devices 0,x --out d.jsonl");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err, "faprobe: --devices: 'x' is not a device (allowed: all, or device numbers like 0,2,3)\n");
+  const Result twice = faprobe("sweep --impl cuda.fa2 --seq 64 --devices 1,1 --out d.jsonl");
+  EXPECT_EQ(twice.status, 2);
+  EXPECT_EQ(twice.err, "faprobe: --devices: device 1 is named twice\n");
+  const Result cpu = faprobe("sweep --impl cpu.naive,cuda.fa2 --seq 64 --devices all --out d.jsonl");
+  EXPECT_EQ(cpu.status, 2);
+  EXPECT_NE(cpu.err.find("--devices: this sweep times cpu.naive on the CPU; timed side by side, CPU cases disturb "
+                         "each other's timing"),
+            std::string::npos)
+      << cpu.err;
+  const Result files = faprobe("verify --q q.npy --k k.npy --v v.npy --o o.npy --devices all");
+  EXPECT_EQ(files.status, 2);
+  EXPECT_NE(files.err.find("--devices: checking files runs nothing on a device"), std::string::npos) << files.err;
+  const Result none = faprobe("sweep --impl cuda.fa2 --seq 64 --devices all --out d.jsonl", "FAPROBE_TEST_DEVICE_COUNT=0");
+  EXPECT_EQ(none.status, 2);
+  EXPECT_NE(none.err.find("faprobe: --devices all: this machine has no CUDA device ("), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("); run without --devices"), std::string::npos) << none.err;
+  const Result beyond = faprobe("verify --impl cpu.naive --seq 64 --devices 0,2 --out d.jsonl", "FAPROBE_TEST_DEVICE_COUNT=2");
+  EXPECT_EQ(beyond.status, 2);
+  EXPECT_EQ(beyond.err, "faprobe: --devices: there is no device 2 (this machine has 2: 0..1)\n");
+  const Result no_out = faprobe("verify --impl cpu.naive --seq 64 --devices all", "FAPROBE_TEST_DEVICE_COUNT=2");
+  EXPECT_EQ(no_out.status, 2);
+  EXPECT_NE(no_out.err.find("--devices needs --out FILE.jsonl"), std::string::npos) << no_out.err;
+  EXPECT_FALSE(fs::exists(path("d.jsonl")));
+}
+
+// Workers without a GPU: FAPROBE_TEST_DEVICE_COUNT stands in for three devices, and a verify of CPU
+// implementations (untimed, so allowed side by side) runs on them.
+TEST_F(Cli, DevicesSplitThePlanOverWorkersAndResumeFinishesACrashedOne) {
+  const std::string plan = "verify --impl cpu.naive,cpu.tiled --seq 16,32,64,128,257 --heads 2 --head-dim 16 ";
+  ASSERT_EQ(faprobe(plan + "--out whole.jsonl").status, 0);
+  std::multiset<std::string> whole;
+  for (const Record& record : read_jsonl(path("whole.jsonl").string())) whole.insert(record.key());
+
+  const std::string devices = "FAPROBE_TEST_DEVICE_COUNT=3";
+  const Result run = faprobe(plan + "--devices all --out all.jsonl", devices);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("devices: 3 workers: GPU 0 (shard 1/3), GPU 1 (shard 2/3), GPU 2 (shard 3/3)"),
+            std::string::npos)
+      << run.err;
+  std::multiset<std::string> keys;
+  std::set<int> shards;
+  for (const Record& record : read_jsonl(path("all.jsonl").string())) {
+    keys.insert(record.key());
+    ASSERT_TRUE(record.shard.has_value());
+    EXPECT_EQ(record.shard->count, 3);
+    shards.insert(record.shard->index);
+  }
+  EXPECT_EQ(keys, whole);  // every pair once
+  EXPECT_EQ(shards, (std::set<int>{1, 2, 3}));
+  EXPECT_FALSE(fs::exists(path("all.jsonl.workers")));  // done: the workers' copies are gone
+
+  // A worker that crashes (a planted SIGSEGV in its pairs at seq 257) leaves the others' records and its own
+  // file; the run says which worker and exits 1; --resume without the fault finishes its part alone.
+  const Result crashed = faprobe(plan + "--devices 0,1,2 --out part.jsonl", devices + " FAPROBE_TEST_FAULT=crash@257");
+  EXPECT_EQ(crashed.status, 1) << crashed.err;
+  EXPECT_NE(crashed.err.find("was killed by signal 11"), std::string::npos) << crashed.err;
+  EXPECT_NE(crashed.err.find("with --resume to finish"), std::string::npos) << crashed.err;
+  EXPECT_TRUE(fs::exists(path("part.jsonl.workers")));
+  const std::size_t before = read_jsonl(path("part.jsonl").string()).size();
+  EXPECT_LT(before, whole.size());
+  const Result fresh = faprobe(plan + "--devices 0,1,2 --out part.jsonl", devices);
+  EXPECT_EQ(fresh.status, 2);
+  EXPECT_NE(fresh.err.find("holds records of an earlier run; give --resume"), std::string::npos) << fresh.err;
+  const Result resumed = faprobe(plan + "--devices 0,1,2 --resume --out part.jsonl", devices);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  keys.clear();
+  for (const Record& record : read_jsonl(path("part.jsonl").string())) keys.insert(record.key());
+  EXPECT_EQ(keys, whole);  // each pair once: nothing lost, nothing twice
+  EXPECT_NE(resumed.err.find("(" + std::to_string(before) + " resumed)"), std::string::npos) << resumed.err;
+  EXPECT_FALSE(fs::exists(path("part.jsonl.workers")));
+}
+
 }  // namespace
 }  // namespace faprobe

@@ -40,13 +40,14 @@ int run_sweep(SweepOptions& options) {
   const SettingsSource source = settings_source(options.settings, kDefaultSweepConfig, kDefaultSweepConfigName);
   Plan plan = make_plan(source);
   narrow_to_this_machine(plan, /*verify=*/false);
+  const std::vector<DeviceWorker> workers = plan_device_workers(plan, options.settings, /*timing=*/true);
   if (options.output.out_jsonl.empty() && !options.output.resume) options.output.out_jsonl = default_out_path();
   RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/true);
   run.show_unsupported = options.settings.options.at("impl")->count() > 0;
   fmt::print(stderr, "sweep: {} cases × {} implementations{}; records stream to {}\n", plan.cases.size(),
              plan.impls.size(), plan.measure.interleave ? ", each case's sampled in rounds (interleaved)" : "",
              run.out_jsonl);
-  const RunSummary summary = run_and_report(plan, run);
+  const RunSummary summary = run_and_report(plan, run, workers);
   return summary.exit_status();
 }
 

@@ -247,6 +247,10 @@ void warn_flags_without_effect_on_files(const VerifyOptions& options) {
     throw UsageError("--shard: checking files is one case, not a plan to split (allowed: --shard with --impl, axes "
                      "or --config)");
   }
+  if (!options.settings.devices.empty()) {
+    throw UsageError("--devices: checking files runs nothing on a device (allowed: --devices with --impl, axes or "
+                     "--config)");
+  }
 }
 
 // K and V come one way or the other: --k/--v tensors, or --k-cache/--v-cache with their index arrays.
@@ -279,6 +283,7 @@ int run_verify(VerifyOptions& options) {
   narrow_to_this_machine(plan, /*verify=*/true);
   MeasureSettings measure = plan.measure;
   if (!measure.verify) throw UsageError(kChecksNothing);  // "verify": false in --config
+  const std::vector<DeviceWorker> workers = plan_device_workers(plan, options.settings, /*timing=*/false);
   RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/false);
   run.show_unsupported = options.settings.options.at("impl")->count() > 0;
   Plan verify_plan = plan;
@@ -294,7 +299,7 @@ int run_verify(VerifyOptions& options) {
   if (options.settings.no_flush_l2) fmt::print(stderr, "verify: --no-flush-l2 has no effect (nothing is timed)\n");
   if (options.settings.interleave) fmt::print(stderr, "verify: --interleave has no effect (nothing is timed)\n");
   fmt::print(stderr, "verify: {} cases × {} implementations\n", plan.cases.size(), plan.impls.size());
-  const RunSummary summary = run_and_report(verify_plan, run);
+  const RunSummary summary = run_and_report(verify_plan, run, workers);
   // A verify that checked nothing (every pair unsupported or skipped, or none on this machine) has not
   // passed: a CI job that runs it must not go green on a machine where nothing it names can run.
   const bool checked = std::any_of(summary.records.begin(), summary.records.end(),

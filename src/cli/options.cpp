@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,12 +14,14 @@
 #include "cuda/runtime/nvml.hpp"
 #include "harness/build_info.hpp"
 #include "harness/plugins.hpp"
+#include "harness/range.hpp"
 #include "model/errors.hpp"
 #include "model/host_info.hpp"
 
 namespace faprobe::cli {
 namespace {
 std::string g_command_line;
+std::vector<std::string> g_arguments;  // argv, for --devices' workers
 
 void add_value(CLI::App& app, SettingsOptions& settings, const std::string& key, const std::string& help) {
   std::string flag = "--" + key;
@@ -117,6 +120,10 @@ void add_shard_option(CLI::App& app, SettingsOptions& settings) {
                  "same on every machine; records carry the shard and the plan's fingerprint. 'slurm': I/N from the "
                  "Slurm array task (SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT) or srun task (SLURM_PROCID of "
                  "SLURM_NTASKS)");
+  app.add_option("--devices", settings.devices,
+                 "spread the run over GPUs, one worker process each: all, or device numbers like 0,2,3; records "
+                 "stream to --out, each with the shard and CUDA_VISIBLE_DEVICES it ran with (needs --out; a timed "
+                 "sweep of CPU implementations is refused)");
 }
 
 SettingsSource settings_source(const SettingsOptions& settings, const char* default_config,
@@ -149,7 +156,52 @@ SettingsSource settings_source(const SettingsOptions& settings, const char* defa
 
 void set_command_line(int argc, char** argv) {
   g_command_line.clear();
+  g_arguments.assign(argv, argv + argc);
   for (int i = 0; i < argc; ++i) g_command_line += (i ? " " : "") + std::string(argv[i]);
+}
+
+std::vector<DeviceWorker> plan_device_workers(const Plan& plan, const SettingsOptions& settings, bool timing) {
+  if (settings.devices.empty()) return {};
+  if (timing) {
+    std::vector<std::string> on_cpu;
+    for (const std::string& name : plan.impls) {
+      const Implementation* impl = find_implementation(name);
+      if (impl != nullptr && !impl->runs_on_gpu() && impl->timed()) on_cpu.push_back(name);
+    }
+    if (!on_cpu.empty()) {
+      throw UsageError(fmt::format("--devices: this sweep times {} on the CPU; timed side by side, CPU cases disturb each "
+                                   "other's timing (run them without --devices, or name only GPU implementations "
+                                   "with --impl)",
+                                   fmt::join(on_cpu, ", ")));
+    }
+  }
+  // FAPROBE_TEST_DEVICE_COUNT=N stands in for N devices, for the tests of the workers on a machine without a
+  // GPU (a verify of CPU implementations); nothing else sets it.
+  int available = static_cast<int>(gpu::devices().size());
+  if (const char* count = std::getenv("FAPROBE_TEST_DEVICE_COUNT"); count != nullptr && *count != '\0') {
+    available = static_cast<int>(parse_number(count, "FAPROBE_TEST_DEVICE_COUNT", 0, 64));
+  }
+  const std::vector<int> devices = parse_devices(settings.devices, available, gpu::no_device_reason());
+  // The worker's command line: this one without what the parent keeps (outputs, --resume) or replaces
+  // (--shard, --devices); a flag's value is the next argument or follows '='.
+  const std::set<std::string> with_value = {"--out", "--json", "--csv", "--md", "--shard", "--devices"};
+  std::vector<std::string> base{"/proc/self/exe"};
+  for (std::size_t i = 1; i < g_arguments.size(); ++i) {
+    const std::string& argument = g_arguments[i];
+    const std::string flag = argument.substr(0, argument.find('='));
+    if (argument == "--resume") continue;
+    if (with_value.count(flag) != 0) {
+      if (flag == argument) ++i;  // and its value
+      continue;
+    }
+    base.push_back(argument);
+  }
+  const Shard node = settings.shard.empty() ? Shard{} : parse_shard_setting(settings.shard);
+  std::vector<DeviceWorker> workers;
+  for (std::size_t position = 0; position < devices.size(); ++position) {
+    workers.push_back({devices[position], worker_shard(node, int(position), int(devices.size())), base});
+  }
+  return workers;
 }
 
 std::string command_line() { return g_command_line; }
@@ -290,7 +342,8 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
                        {"calibration_seconds", calibration_s}};
   // The GPU's ceilings, for the bandwidth fraction of GPU records: only when they will be timed. This
   // process keeps its CUDA context afterwards, but no device memory (gpu::measure_gpu_rates frees it all).
-  const bool times_gpu = timing && std::any_of(plan.impls.begin(), plan.impls.end(), [](const std::string& name) {
+  // A --devices parent runs nothing itself: its workers measure their own GPUs.
+  const bool times_gpu = timing && settings.devices.empty() && std::any_of(plan.impls.begin(), plan.impls.end(), [](const std::string& name) {
                            const Implementation* impl = find_implementation(name);
                            return impl != nullptr && impl->runs_on_gpu() && impl->timed();
                          });
@@ -316,7 +369,7 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
     const Implementation* impl = find_implementation(name);
     return impl != nullptr && impl->runs_on_gpu();
   });
-  if (runs_gpu) options.nvml->start_sampling(std::chrono::milliseconds(100));
+  if (runs_gpu && settings.devices.empty()) options.nvml->start_sampling(std::chrono::milliseconds(100));
   options.metadata = run_metadata(rates);
   options.metadata["mem_limit_bytes"] =
       options.mem_limit != 0 ? nlohmann::json(options.mem_limit) : nlohmann::json("device default");
@@ -332,12 +385,12 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   return options;
 }
 
-RunSummary run_and_report(const Plan& plan, const RunOptions& options) {
+RunSummary run_and_report(const Plan& plan, const RunOptions& options, const std::vector<DeviceWorker>& workers) {
   for (const std::string& note : plan.notes) fmt::print(stderr, "faprobe: note: {}\n", note);
   // With a result file on stdout ("-"), stdout carries that file alone and the table goes to stderr.
   const bool stdout_taken = options.files && options.files->targets.uses_stdout();
   std::ostream& table = stdout_taken ? std::cerr : std::cout;
-  const RunSummary summary = run_plan(plan, options, table);
+  const RunSummary summary = workers.empty() ? run_plan(plan, options, table) : run_on_devices(plan, options, workers, table);
   if (options.nvml) {
     options.nvml->stop_sampling();
     for (const std::string& line : options.nvml->slowdown_lines()) {
@@ -364,6 +417,10 @@ RunSummary run_and_report(const Plan& plan, const RunOptions& options) {
     if (std::find(unwritten.begin(), unwritten.end(), flag) == unwritten.end()) fmt::print(stderr, "wrote {}\n", *path);
   }
   if (!summary.output_error.empty()) fmt::print(stderr, "faprobe: {}\n", summary.output_error);
+  for (const std::string& worker : summary.incomplete) fmt::print(stderr, "faprobe: worker {}\n", worker);
+  if (!summary.incomplete.empty()) {
+    fmt::print(stderr, "faprobe: run the same command with --resume to finish the workers' parts\n");
+  }
   return summary;
 }
 

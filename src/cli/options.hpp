@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/axes.hpp"
+#include "harness/devices.hpp"
 #include "harness/runner.hpp"
 
 namespace faprobe::cli {
@@ -25,9 +26,11 @@ struct SettingsOptions {
   bool strict = false;                       // --strict: an unsupported pair is an error (exit 2)
   std::vector<std::string> plugins;          // --plugin LIB.so, repeatable
   std::string shard;                         // --shard I/N (sweep and verify; harness/shard.hpp)
+  std::string devices;                       // --devices all|0,2,3 (sweep and verify; harness/devices.hpp)
 };
 
-// --shard I/N on sweep and verify: run only the I-th of N disjoint parts of the plan.
+// --shard I/N and --devices on sweep and verify: run only the I-th of N disjoint parts of the plan; spread
+// it over several GPUs, one worker process each.
 void add_shard_option(CLI::App& app, SettingsOptions& settings);
 
 // --plugin LIB.so (repeatable) on `app`, for subcommands without the case options (list).
@@ -87,8 +90,14 @@ namespace faprobe::cli {
 RunOptions make_run_options(const Plan& plan, const SettingsSource& source, const SettingsOptions& settings,
                             const OutputOptions& output, bool timing);
 
-// Runs the plan with the table on stdout, then one line per status count and where the results are
-// on stderr.
-RunSummary run_and_report(const Plan& plan, const RunOptions& options);
+// --devices: the workers, one per GPU named, each a shard of the plan (harness/devices.hpp), with this
+// command line minus its outputs, --resume, --shard and --devices; none without --devices. Checked before
+// anything is opened or measured: the devices' syntax, a timed plan with CPU implementations (run side by
+// side they would disturb each other's timing), then whether this machine has the devices.
+std::vector<DeviceWorker> plan_device_workers(const Plan& plan, const SettingsOptions& settings, bool timing);
+
+// Runs the plan (on `workers` when there are some) with the table on stdout, then one line per status count
+// and where the results are on stderr.
+RunSummary run_and_report(const Plan& plan, const RunOptions& options, const std::vector<DeviceWorker>& workers = {});
 
 }  // namespace faprobe::cli

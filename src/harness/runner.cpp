@@ -338,6 +338,7 @@ void RunSummary::count(const Record& record) {
 int RunSummary::exit_status() const {
   if (!output_error.empty()) return kExitFailed;  // what the run promised to write is not all on disk
   if (interrupted) return kExitInterrupted;
+  if (!incomplete.empty()) return kExitFailed;
   return failed_checks > 0 || failed_runs > 0 ? kExitFailed : kExitOk;
 }
 
@@ -462,6 +463,37 @@ std::shared_ptr<RunFiles> open_run_files(const RunOptions& options) {
   return files;
 }
 
+DocumentRewriter::DocumentRewriter(const RunFiles& files, const RunOptions& options, RunSummary& summary)
+    : files_(files), options_(options), summary_(summary),
+      last_(std::chrono::steady_clock::now() - std::chrono::seconds(1)) {}
+
+// The documents hold every record, so rewriting them is O(records): at most once a second while the run goes
+// on, and once at the end (JSONL is what streams each record the moment it is finished). Documents that are
+// not regular files (stdout, a character device) are written once, at the end. A rewrite that fails while the
+// run goes on leaves the previous version and is tried again; at the end it is an error.
+void DocumentRewriter::rewrite(bool final) {
+  if (!final && std::chrono::steady_clock::now() - last_ < std::chrono::seconds(1)) return;
+  last_ = std::chrono::steady_clock::now();
+  std::vector<std::string> failures;
+  auto rewrite = [&](const std::optional<OutputTarget>& target, auto text) {
+    if (!target || (!final && !target->rewritable())) return;
+    try {
+      write_document(*target, text());
+    } catch (const OutputError& error) {
+      failures.push_back(error.what());
+      if (final) summary_.unwritten.push_back(target->flag);
+    }
+  };
+  rewrite(files_.targets.json, [&] { return json_document(document_metadata(options_), summary_.records); });
+  rewrite(files_.targets.csv, [&] { return csv_document(summary_.records); });
+  rewrite(files_.targets.md, [&] { return markdown_document(summary_.records); });
+  if (!final || failures.empty()) return;
+  summary_.output_error = fmt::format("{}", fmt::join(failures, "; "));
+  if (files_.jsonl && files_.targets.out->kind == OutputKind::regular_file) {
+    summary_.output_error += fmt::format("; every record is in {}", files_.targets.out->path);
+  }
+}
+
 RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& table_out) {
   const std::shared_ptr<RunFiles> files = options.files ? options.files : open_run_files(options);
   RunSummary summary;
@@ -494,33 +526,7 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
   if (options.strict) require_supported(plan);  // before anything runs, so --strict fails fast
   Progress progress(options.shard ? options.shard->keys.size() : plan.size());
   std::size_t position = 0;
-  // The documents hold every record, so rewriting them is O(records): at most once a second while the run
-  // goes on, and once at the end (JSONL is what streams each record the moment it is finished). Documents
-  // that are not regular files (stdout, a character device) are written once, at the end. A rewrite that
-  // fails while the run goes on leaves the previous version and is tried again; at the end it is an error.
-  auto last_rewrite = std::chrono::steady_clock::now() - std::chrono::seconds(1);
-  auto rewrite_documents = [&](bool final) {
-    if (!final && std::chrono::steady_clock::now() - last_rewrite < std::chrono::seconds(1)) return;
-    last_rewrite = std::chrono::steady_clock::now();
-    std::vector<std::string> failures;
-    auto rewrite = [&](const std::optional<OutputTarget>& target, auto text) {
-      if (!target || (!final && !target->rewritable())) return;
-      try {
-        write_document(*target, text());
-      } catch (const OutputError& error) {
-        failures.push_back(error.what());
-        if (final) summary.unwritten.push_back(target->flag);
-      }
-    };
-    rewrite(files->targets.json, [&] { return json_document(document_metadata(options), summary.records); });
-    rewrite(files->targets.csv, [&] { return csv_document(summary.records); });
-    rewrite(files->targets.md, [&] { return markdown_document(summary.records); });
-    if (!final || failures.empty()) return;
-    summary.output_error = fmt::format("{}", fmt::join(failures, "; "));
-    if (jsonl && files->targets.out->kind == OutputKind::regular_file) {
-      summary.output_error += fmt::format("; every record is in {}", files->targets.out->path);
-    }
-  };
+  DocumentRewriter documents(*files, options, summary);
 
   // A shard's records say which part of which plan they are, and where they ran.
   std::optional<ShardTag> shard_tag;
@@ -546,7 +552,7 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
     progress.clear();
     if (record.status != Status::unsupported || options.show_unsupported) table.write(record);
     summary.records.push_back(std::move(record));
-    rewrite_documents(/*final=*/false);
+    documents.update();
   };
 
   // Part after part; within a part, case after case, every implementation of the part on each. A pair that
@@ -589,7 +595,7 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
   }
   progress.clear();
   summary.interrupted = interrupted();
-  rewrite_documents(/*final=*/true);
+  documents.finish();
   return summary;
 }
 

@@ -20,6 +20,7 @@
 // together, sampling them in rounds, in this process (interleave.hpp); their records are written as the case
 // ends.
 #pragma once
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -87,6 +88,25 @@ struct RunFiles {
 };
 std::shared_ptr<RunFiles> open_run_files(const RunOptions& options);
 
+struct RunSummary;
+
+// The --json, --csv and --md documents of a run, rewritten from summary.records: update() at most once a
+// second (regular files only; a failure leaves the previous version and is tried again), finish() once at
+// the end (a failure goes into summary.output_error and summary.unwritten).
+class DocumentRewriter {
+ public:
+  DocumentRewriter(const RunFiles& files, const RunOptions& options, RunSummary& summary);
+  void update() { rewrite(false); }
+  void finish() { rewrite(true); }
+
+ private:
+  void rewrite(bool final);
+  const RunFiles& files_;
+  const RunOptions& options_;
+  RunSummary& summary_;
+  std::chrono::steady_clock::time_point last_;
+};
+
 struct RunSummary {
   std::vector<Record> records;  // including those resumed from out_jsonl
   // Counts over all of `records`, resumed ones included; `ran` counts the new ones.
@@ -94,6 +114,7 @@ struct RunSummary {
   bool interrupted = false;
   std::string output_error;          // why documents could not be written at the end ("" = none): exit status 1
   std::vector<std::string> unwritten;  // their flags ("--json")
+  std::vector<std::string> incomplete;  // --devices: workers that stopped before their part was done, and why
   void count(const Record& record);  // adds one record's status to the counts
   // DESIGN.md: 0, 1 (a check or a case failed, or a document was not written), 130 (interrupted)
   int exit_status() const;
