@@ -295,6 +295,13 @@ RunSummary run_on_devices(const Plan& plan, const RunOptions& options, std::vect
                                              exit_text(worker.wait_status), worker.records, worker.log_path,
                                              tail_of(worker.log_path, 5)));
   }
+  // The workers' warnings (a GPU slowed down by its power cap, a torn line dropped) would go with their logs.
+  for (const Worker& worker : workers) {
+    std::ifstream log(worker.log_path);
+    for (std::string line; std::getline(log, line);) {
+      if (line.find("warning") != std::string::npos) table_out << worker.label() << ": " << line << "\n";
+    }
+  }
   summary.interrupted = forwarded;
   documents.finish();
   if (all_finished) {  // every record is in --out: the workers' files are copies
