@@ -25,13 +25,19 @@ Plan default_sweep_plan() {
   return make_plan(source);
 }
 
-std::string usage_error(const std::string& text) {
+// The UsageError `call` throws, "" when it throws none.
+template <typename Call>
+std::string usage_error_of(Call call) {
   try {
-    (void)parse_shard(text);
+    call();
   } catch (const UsageError& error) {
     return error.what();
   }
   return "";
+}
+
+std::string usage_error(const std::string& text) {
+  return usage_error_of([&] { (void)parse_shard(text); });
 }
 
 TEST(Shard, ParsesIOfNAndRefusesAnythingElseNamingTheFlag) {
@@ -132,12 +138,7 @@ Shard slurm(const std::map<std::string, std::string>& environment) {
 }
 
 std::string slurm_error(const std::map<std::string, std::string>& environment) {
-  try {
-    (void)slurm(environment);
-  } catch (const UsageError& error) {
-    return error.what();
-  }
-  return "";
+  return usage_error_of([&] { (void)slurm(environment); });
 }
 
 TEST(Shard, SlurmArrayTasksAndSrunTasksAreShards) {
@@ -196,12 +197,7 @@ std::vector<ResultFile> shard_files(const Plan& plan, int count, std::int64_t sa
 }
 
 std::string merge_error(std::vector<ResultFile> files, const MergeOptions& options = {}) {
-  try {
-    (void)merge_shards(std::move(files), options);
-  } catch (const UsageError& error) {
-    return error.what();
-  }
-  return "";
+  return usage_error_of([&] { (void)merge_shards(std::move(files), options); });
 }
 
 TEST(Merge, AllShardsOfAPlanMergeToExactlyThePlanInItsOrder) {
