@@ -665,7 +665,7 @@ TEST_F(Cli, AnInterleavedCaseThatThrowsFailsAloneAndAnInterruptedOneIsNotRecorde
 TEST_F(Cli, ShardsOfAPlanAreExactlyThePlanAndResumeStaysInItsShard) {
   const std::string axes = "--impl cpu.naive,cpu.tiled,cpu.decode --seq 16..256 --mode prefill,decode --heads 2 "
                            "--head-dim 16";
-  const std::string plan = axes + " --min-samples 1 --min-time 0 --no-verify";
+  const std::string plan = axes + " --min-samples 1 --min-time 0 --max-noise 100 --no-verify";  // one sample a pair
   ASSERT_EQ(faprobe("sweep " + plan + " --out all.jsonl").status, 0);
   std::multiset<std::string> whole, parts;
   for (const Record& record : read_jsonl(path("all.jsonl").string())) {
@@ -717,7 +717,9 @@ TEST_F(Cli, ShardsOfAPlanAreExactlyThePlanAndResumeStaysInItsShard) {
   EXPECT_EQ(kept.status, 0) << kept.err;
   EXPECT_NE(kept.err.find("kept the better-measured record"), std::string::npos) << kept.err;
   const std::string other = "--impl cpu.naive --seq 16 --head-dim 16";
-  ASSERT_EQ(faprobe("sweep " + other + " --min-samples 1 --min-time 0 --no-verify --shard 1/3 --out other.jsonl").status, 0);
+  ASSERT_EQ(faprobe("sweep " + other + " --min-samples 1 --min-time 0 --max-noise 100 --no-verify --shard 1/3 "
+                    "--out other.jsonl").status,
+            0);
   const Result mixed = faprobe("merge s1.jsonl other.jsonl --out mixed.jsonl");
   EXPECT_EQ(mixed.status, 2);
   EXPECT_NE(mixed.err.find("parts of different plans"), std::string::npos) << mixed.err;

@@ -28,8 +28,8 @@ class Slurm : public Cli {
     if (install.status == 3) GTEST_SKIP() << "Slurm cannot be installed here: " << install.err;
     ASSERT_EQ(install.status, 0) << install.err;
     // SLURM_LOCAL_OWNER: the cluster is stopped when this process ends, even killed by a timeout.
-    const Result start = shell("SLURM_LOCAL_OWNER=" + std::to_string(getpid()) + " '" + kScripts + "slurm-local' start '" +
-                               path("cluster").string() + "'");
+    const Result start = shell("SLURM_LOCAL_OWNER=" + std::to_string(getpid()) + " '" + kScripts +
+                               "slurm-local' start '" + path("cluster").string() + "'");
     started_ = true;  // stop() also after a partial start: slurm-local stops whatever it recorded
     ASSERT_EQ(start.status, 0) << start.out << start.err;
     slurm_conf_ = path("cluster/slurm.conf").string();

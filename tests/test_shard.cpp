@@ -167,7 +167,8 @@ TEST(Shard, SlurmArrayTasksAndSrunTasksAreShards) {
             std::string::npos);  // a list like --array=1,2,5 is not a range
   EXPECT_NE(slurm_error({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "4"}}).find("SLURM_PROCID='x' is not a whole number"),
             std::string::npos);
-  EXPECT_NE(slurm_error({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}).find("not below SLURM_NTASKS"), std::string::npos);
+  EXPECT_NE(slurm_error({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}).find("not below SLURM_NTASKS"),
+            std::string::npos);
 }
 
 // The records a run of each shard of `plan` in `count` parts would write, one file per shard, each pair ok

@@ -90,7 +90,8 @@ int run_merge(const MergeOptions& options) {
   for (const std::string& path : options.files) {
     // An empty part is a task that ended before its first record: its shard is then reported missing.
     if (std::filesystem::is_regular_file(path, error) && std::filesystem::file_size(path, error) == 0 && !error) {
-      fmt::print(stderr, "faprobe: warning: PART {}: empty (a shard given no pairs, or one that ended before its first record)\n", path);
+      fmt::print(stderr, "faprobe: warning: PART {}: empty (a shard given no pairs, or one that ended before its "
+                         "first record)\n", path);
       continue;
     }
     files.push_back(read_result_file(path, "PART"));

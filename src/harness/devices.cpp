@@ -41,7 +41,9 @@ struct Worker {
   std::uint64_t offset = 0;  // bytes of its JSONL already read
   std::string partial;       // a line not yet ended
   std::size_t records = 0;   // records relayed from it
-  std::string label() const { return fmt::format("GPU {} (shard {}/{})", spec.device, spec.shard.index, spec.shard.count); }
+  std::string label() const {
+    return fmt::format("GPU {} (shard {}/{})", spec.device, spec.shard.index, spec.shard.count);
+  }
 };
 
 // fork + execve of the worker with CUDA_VISIBLE_DEVICES set, stdout and stderr into its log. Everything is
@@ -276,8 +278,11 @@ RunSummary run_on_devices(const Plan& plan, const RunOptions& options, std::vect
     relay();
     if (!running) break;
     std::vector<std::string> counts;
-    for (const Worker& worker : workers) counts.push_back(fmt::format("GPU {}: {}", worker.spec.device, worker.records));
-    progress.starting(std::min(summary.records.size(), total ? total - 1 : 0), fmt::format("{}", fmt::join(counts, ", ")));
+    for (const Worker& worker : workers) {
+      counts.push_back(fmt::format("GPU {}: {}", worker.spec.device, worker.records));
+    }
+    progress.starting(std::min(summary.records.size(), total ? total - 1 : 0),
+                      fmt::format("{}", fmt::join(counts, ", ")));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   relay();

@@ -118,7 +118,8 @@ MergeResult merge_shards(std::vector<ResultFile> files, const MergeOptions& opti
       }
       std::string reason;
       const bool replace = better_measured(record, earlier.record, reason);
-      result.duplicates.push_back({record.impl + " " + record.c.label(), replace ? source : earlier.source, replace ? earlier.source : source, reason});
+      result.duplicates.push_back({record.impl + " " + record.c.label(), replace ? source : earlier.source,
+                                   replace ? earlier.source : source, reason});
       if (replace) earlier = Entry{std::move(record), source};
     }
   }
