@@ -108,9 +108,13 @@ CheckPlan plan_check(const Case& c, const CheckLimits& limits) {
   };
   add(0);
   add(c.seq_q - 1);
-  if (c.causal()) {
-    const std::int64_t first_seeing = std::max<std::int64_t>(0, c.seq_q - c.seq_k);  // first row with a key
-    for (std::int64_t delta = -2; delta <= 2; ++delta) add(first_seeing + delta);
+  if (c.masked()) {  // around the first row that sees a key and the first that sees them all
+    const std::int64_t first_seeing = std::max<std::int64_t>(0, -c.diagonal(0));
+    const std::int64_t first_seeing_all = c.seq_k - 1 - c.diagonal(0);
+    for (std::int64_t delta = -2; delta <= 2; ++delta) {
+      add(first_seeing + delta);
+      add(first_seeing_all + delta);
+    }
   }
   for (std::int64_t boundary : {63, 64, 65, 127, 128, 129, 255, 256}) add(boundary);
   const std::int64_t wanted_rows = std::min(limits.sampled_rows, c.seq_q);

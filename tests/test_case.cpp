@@ -36,10 +36,33 @@ TEST(Case, CausalIsBottomRightAligned) {
   EXPECT_EQ(more_queries.visible_keys(4), 2);
 }
 
+TEST(Case, CausalTopLeftIsPyTorchsIsCausal) {
+  Case c = causal_case(4, 4);  // square: the two alignments agree
+  c.mask = Mask::causal_top_left;
+  EXPECT_EQ(c.visible_keys(0), 1);
+  EXPECT_EQ(c.visible_keys(3), 4);
+  c = causal_case(2, 5);  // row i sees keys j <= i, however many keys there are
+  c.mask = Mask::causal_top_left;
+  EXPECT_EQ(c.visible_keys(0), 1);
+  EXPECT_EQ(c.visible_keys(1), 2);
+  EXPECT_EQ(c.diagonal(0), 0);
+  c = causal_case(5, 2);  // no row is left without a key; the later ones see them all
+  c.mask = Mask::causal_top_left;
+  EXPECT_EQ(c.visible_keys(0), 1);
+  EXPECT_EQ(c.visible_keys(1), 2);
+  EXPECT_EQ(c.visible_keys(4), 2);
+  EXPECT_TRUE(c.masked());
+  EXPECT_FALSE(c.causal());  // causal() is the bottom-right mask the kernels implement
+  EXPECT_EQ(parse_mask("causal-top-left", "--mask"), Mask::causal_top_left);
+  EXPECT_EQ(to_string(Mask::causal_top_left), "causal-top-left");
+  EXPECT_NE(c.label().find(" causal-top-left"), std::string::npos) << c.label();
+  EXPECT_NE(c.key(), causal_case(5, 2).key());
+}
+
 TEST(Case, AverageKeysMatchesCounting) {
   for (std::int64_t seq_q : {1, 2, 7, 64, 129}) {
     for (std::int64_t seq_k : {1, 3, 64, 200}) {
-      for (Mask mask : {Mask::none, Mask::causal}) {
+      for (Mask mask : {Mask::none, Mask::causal, Mask::causal_top_left}) {
         Case c = causal_case(seq_q, seq_k);
         c.mask = mask;
         double total = 0;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -744,6 +745,59 @@ TEST_F(Cli, ShardsOfAPlanAreExactlyThePlanAndResumeStaysInItsShard) {
   EXPECT_FALSE(fs::exists(path("bad.jsonl")));
 }
 
+
+// PyTorch's is_causal on seq_q != seq_k is top-left aligned. Its output, computed here independently of
+// faprobe (a plain double loop where row i sees keys j <= i), passes `verify --mask causal-top-left` and fails
+// `--mask causal` (bottom-right, flash-attention's), whose rows see 800 keys more.
+TEST_F(Cli, ATopLeftCausalOutputPassesAsCausalTopLeftAndFailsAsCausal) {
+  const std::int64_t seq_q = 100, seq_k = 900, heads = 4, kv_heads = 2, head_dim = 16;
+  HostTensor q(DType::fp32, 1, seq_q, heads, head_dim), k(DType::fp32, 1, seq_k, kv_heads, head_dim),
+      v(DType::fp32, 1, seq_k, kv_heads, head_dim), o(DType::fp32, 1, seq_q, heads, head_dim);
+  std::uint64_t state = 12345;
+  auto draw = [&state] {  // uniform in [-1, 1)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return float(double(state >> 11) / double(1ull << 53) * 2.0 - 1.0);
+  };
+  for (HostTensor* tensor : {&q, &k, &v})
+    for (std::int64_t i = 0; i < tensor->elements(); ++i) tensor->set(i, draw());
+  for (std::int64_t h = 0; h < heads; ++h) {
+    const std::int64_t kv = h / (heads / kv_heads);
+    for (std::int64_t i = 0; i < seq_q; ++i) {
+      std::vector<double> weights(std::size_t(i + 1));
+      double top = -1e300, sum = 0;
+      for (std::int64_t j = 0; j <= i; ++j) {
+        double dot = 0;
+        for (std::int64_t d = 0; d < head_dim; ++d) {
+          dot += double(q.get(q.offset(0, i, h) + d)) * k.get(k.offset(0, j, kv) + d);
+        }
+        weights[std::size_t(j)] = dot / std::sqrt(double(head_dim));
+        top = std::max(top, weights[std::size_t(j)]);
+      }
+      for (double& w : weights) sum += (w = std::exp(w - top));
+      for (std::int64_t d = 0; d < head_dim; ++d) {
+        double out = 0;
+        for (std::int64_t j = 0; j <= i; ++j) out += weights[std::size_t(j)] * v.get(v.offset(0, j, kv) + d);
+        o.set(o.offset(0, i, h) + d, float(out / sum));
+      }
+    }
+  }
+  write_npy(path("q.npy").string(), q);
+  write_npy(path("k.npy").string(), k);
+  write_npy(path("v.npy").string(), v);
+  write_npy(path("o.npy").string(), o);
+  const std::string files = "verify --q q.npy --k k.npy --v v.npy --o o.npy ";
+  const Result top_left = faprobe(files + "--mask causal-top-left");
+  EXPECT_EQ(top_left.status, 0) << top_left.out << top_left.err;
+  EXPECT_NE(top_left.out.find("q100 k900 d16 fp32 causal-top-left ok"), std::string::npos) << top_left.out;
+  const Result bottom_right = faprobe(files + "--mask causal");
+  EXPECT_EQ(bottom_right.status, 1) << bottom_right.out << bottom_right.err;
+  EXPECT_NE(bottom_right.out.find("mismatch"), std::string::npos) << bottom_right.out;
+  const Result bad = faprobe(files + "--mask top-left");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("unknown mask 'top-left' (allowed: none, causal (bottom-right), causal-top-left"),
+            std::string::npos)
+      << bad.err;
+}
 
 TEST_F(Cli, DevicesRefuseBadInputAndTimedCpuCasesAndSayWhenThereIsNoGpu) {
   const Result bad = faprobe("sweep --impl cuda.fa2 --seq 64 --devices 0,x --out d.jsonl");

@@ -53,7 +53,7 @@ Case decode_case(std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, 
 
 // Prefill shapes (naive and tiled). Big lengths go with few heads so the binary stays fast.
 std::vector<Case> prefill_cases() {
-  const Mask none = Mask::none, causal = Mask::causal;
+  const Mask none = Mask::none, causal = Mask::causal, top_left = Mask::causal_top_left;
   return {
       make_case(1, 1, 1, 1, 1, 8, DType::fp32, none),
       make_case(1, 1, 1, 1, 1, 256, DType::fp16, causal),
@@ -77,6 +77,8 @@ std::vector<Case> prefill_cases() {
       make_case(1, 2, 2, 40, 40, 33, DType::bf16, causal),        // odd head_dim: no bf16 pairs
       make_case(2, 4, 2, 200, 200, 100, DType::bf16, causal),     // head_dim 100: register tiles of 12 uneven
       make_case(1, 2, 1, 24, 1000, 64, DType::bf16, causal),      // the fewest rows the panels take
+      make_case(1, 4, 2, 100, 900, 64, DType::fp32, top_left),    // PyTorch's is_causal, seq_q < seq_k
+      make_case(1, 2, 2, 300, 129, 32, DType::bf16, top_left),    // top-left, seq_q > seq_k: no empty row
   };
 }
 

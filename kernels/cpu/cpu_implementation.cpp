@@ -38,6 +38,7 @@ std::string CpuImplementation::supports(const Case& c) const {
     return "fp8_e4m3 is not supported: CPU implementations compute on fp32, fp16 or bf16 storage (fp8 cases are "
            "for fp8 tensor-core kernels)";
   }
+  if (c.mask == Mask::causal_top_left && !top_left_mask()) return kTopLeftUnsupported;
   return kv_layout_support(c, kv_layouts());
 }
 

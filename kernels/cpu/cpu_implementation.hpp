@@ -27,6 +27,8 @@ class CpuImplementation : public Implementation {
  public:
   std::string device() const override { return "cpu"; }
   std::string supports(const Case& c) const override;  // the CPU dtypes and K/V layouts; subclasses add limits
+  // Whether forward() takes --mask causal-top-left (it does when it masks by c.visible_keys alone).
+  virtual bool top_left_mask() const { return false; }
   // The K/V layouts forward() takes beyond contiguous equal lengths (ForwardArgs::layout finds the rows).
   virtual KvLayouts kv_layouts() const { return {}; }
   // Fills args.o: the timed work, and nothing else (a 7 µs decode case showed the cost of writing its plan

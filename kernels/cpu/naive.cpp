@@ -98,7 +98,7 @@ template <class T, PlantedDefect Defect> void naive_forward(const ForwardArgs& a
       score_rows(matrix_at(buffer, c.seq_q, head_dim), matrix_at(buffer + c.seq_q * head_dim, c.seq_k, head_dim));
     }
     MatrixMap s = matrix_at(s_data, c.seq_q, c.seq_k);
-    if (c.causal()) {
+    if (c.masked()) {
       for (std::int64_t i = 0; i < c.seq_q; ++i) {
         const std::int64_t seen = planted_visible_keys<Defect>(c, i);
         s.row(Eigen::Index(i)).tail(Eigen::Index(c.seq_k - seen)).setConstant(OnlineSoftmax::kMinusInf);
@@ -141,6 +141,7 @@ template <PlantedDefect Defect> class Naive final : public CpuImplementation {
   std::string name() const override {
     return Defect == PlantedDefect::none ? "cpu.naive" : "cpu.naive+" + std::string(to_string(Defect));
   }
+  bool top_left_mask() const override { return true; }  // masks by c.visible_keys
 
   std::uint64_t predicted_bytes(const Case& c) const override {
     return io_tensor_bytes(c) + plan_naive(c).workspace_bytes(c);

@@ -41,7 +41,7 @@ constexpr std::string_view to_string(PlantedDefect defect) {
 // Keys query row `row` sees: the case's bottom-right causal rule, or with causal_off_by_one one key more.
 template <PlantedDefect Defect> std::int64_t planted_visible_keys(const Case& c, std::int64_t row) {
   if constexpr (Defect == PlantedDefect::causal_off_by_one) {
-    if (c.causal()) return std::min(c.seq_k, c.visible_keys(row) + 1);
+    if (c.masked()) return std::min(c.seq_k, c.visible_keys(row) + 1);
   }
   return c.visible_keys(row);
 }

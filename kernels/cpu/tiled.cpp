@@ -255,7 +255,7 @@ void attend_query_block(const ForwardArgs& args, const TiledPlan& plan, std::int
 // The causal diagonal as an offset: query row `row` sees the keys j < row + diagonal, clamped to [0, seq_k]
 // (Case::visible_keys), and one key more in the planted causal_off_by_one variant.
 template <PlantedDefect Defect> std::int64_t causal_diagonal(const Case& c) {
-  return c.seq_k - c.seq_q + 1 + (Defect == PlantedDefect::causal_off_by_one ? 1 : 0);
+  return c.diagonal(0) + 1 + (Defect == PlantedDefect::causal_off_by_one ? 1 : 0);  // either alignment
 }
 
 constexpr std::int64_t kPanelRows = avx512::kPanelRows;
@@ -413,6 +413,7 @@ template <PlantedDefect Defect> class Tiled final : public CpuImplementation {
   std::string name() const override {
     return Defect == PlantedDefect::none ? "cpu.tiled" : "cpu.tiled+" + std::string(to_string(Defect));
   }
+  bool top_left_mask() const override { return true; }  // key ranges from c.visible_keys alone
 
   std::uint64_t predicted_bytes(const Case& c) const override {
     return io_tensor_bytes(c) + plan_tiled(c).workspace_bytes();

@@ -29,7 +29,7 @@ struct PanelBlock {
   std::int64_t cols = 0;      // keys of the block this panel attends to (1 or more)
   std::int64_t head_dim = 0;  // any for fp32; even for bf16
   // The causal mask, applied when `masked`: query row first_row + r sees key first_key + j iff
-  // first_key + j < first_row + r + diagonal (diagonal = seq_k − seq_q + 1 for the bottom-right rule).
+  // first_key + j < first_row + r + diagonal (diagonal = Case::diagonal + 1: seq_k − seq_q + 1 bottom-right, 1 top-left).
   bool masked = false;
   std::int64_t first_row = 0, first_key = 0, diagonal = 0;
   float scale_log2 = 0;  // softmax scale · log2(e): p = 2^((s − row_max) · scale_log2) on unscaled scores

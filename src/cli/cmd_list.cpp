@@ -40,7 +40,7 @@ namespace {
 
 constexpr std::array kDTypes = {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3};
 constexpr std::array<std::int64_t, 8> kHeadDims = {64, 72, 80, 96, 100, 128, 192, 256};
-constexpr std::array kMasks = {Mask::none, Mask::causal};
+constexpr std::array kMasks = {Mask::none, Mask::causal, Mask::causal_top_left};
 constexpr std::array kModes = {Mode::prefill, Mode::decode};
 constexpr std::array kAligned = {true, false};  // sequence lengths 1024 (a multiple of 128) or 1000
 

@@ -10,13 +10,23 @@
 
 namespace faprobe {
 
-std::string_view to_string(Mask mask) { return mask == Mask::causal ? "causal" : "none"; }
+std::string_view to_string(Mask mask) {
+  switch (mask) {
+    case Mask::causal: return "causal";
+    case Mask::causal_top_left: return "causal-top-left";
+    case Mask::none: break;
+  }
+  return "none";
+}
 std::string_view to_string(Mode mode) { return mode == Mode::decode ? "decode" : "prefill"; }
 
 Mask parse_mask(std::string_view text, std::string_view what) {
   if (text == "none") return Mask::none;
   if (text == "causal") return Mask::causal;
-  throw UsageError(fmt::format("{}: unknown mask '{}' (allowed: none, causal)", what, text));
+  if (text == "causal-top-left") return Mask::causal_top_left;
+  throw UsageError(fmt::format("{}: unknown mask '{}' (allowed: none, causal (bottom-right), causal-top-left "
+                               "(PyTorch's is_causal))",
+                               what, text));
 }
 
 Mode parse_mode(std::string_view text, std::string_view what) {
@@ -88,16 +98,16 @@ std::int64_t Case::visible_keys(std::int64_t row) const { return visible_keys(0,
 
 std::int64_t Case::visible_keys(std::int64_t b, std::int64_t row) const {
   const std::int64_t keys = seq_k_of(b);
-  if (!causal()) return keys;
-  return std::clamp<std::int64_t>(row + keys - seq_q + 1, 0, keys);
+  if (!masked()) return keys;
+  return std::clamp<std::int64_t>(row + diagonal(b) + 1, 0, keys);
 }
 
 namespace {
-// Mean over seq_q rows of the keys each sees: seq_k, or under the causal mask clamp(i + seq_k - seq_q + 1).
-double mean_visible_keys(std::int64_t seq_q, std::int64_t seq_k, bool causal) {
-  if (!causal) return double(seq_k);
-  // Sum of clamp(i + seq_k - seq_q + 1, 0, seq_k) over rows i, in closed form per segment.
-  const std::int64_t offset = seq_k - seq_q + 1;
+// Mean over seq_q rows of the keys each sees: seq_k, or under a causal mask clamp(i + diagonal + 1, 0, seq_k).
+double mean_visible_keys(std::int64_t seq_q, std::int64_t seq_k, Mask mask) {
+  if (mask == Mask::none) return double(seq_k);
+  // Sum of clamp(i + diagonal + 1, 0, seq_k) over rows i, in closed form per segment.
+  const std::int64_t offset = (mask == Mask::causal_top_left ? 0 : seq_k - seq_q) + 1;
   double total = 0;
   const std::int64_t first_visible = std::max<std::int64_t>(0, -offset + 1);      // first row with >=1 key
   const std::int64_t ramp_end = std::clamp<std::int64_t>(seq_k - offset, first_visible, seq_q);
@@ -110,9 +120,9 @@ double mean_visible_keys(std::int64_t seq_q, std::int64_t seq_k, bool causal) {
 }  // namespace
 
 double Case::avg_keys() const {
-  if (seqlens.empty()) return mean_visible_keys(seq_q, seq_k, causal());
+  if (seqlens.empty()) return mean_visible_keys(seq_q, seq_k, mask);
   double total = 0;
-  for (std::int64_t length : seqlens) total += mean_visible_keys(seq_q, length, causal());
+  for (std::int64_t length : seqlens) total += mean_visible_keys(seq_q, length, mask);
   return total / double(seqlens.size());
 }
 
@@ -137,7 +147,7 @@ std::string Case::label() const {
     seq_text = fmt::format("q{} k[{}]", seq_q, lengths);
   }
   return fmt::format("b{} {} {} d{} {}{}{}{}{}", batch, heads_text, seq_text, head_dim, to_string(dtype),
-                     causal() ? " causal" : "", mode == Mode::decode ? " decode" : "",
+                     masked() ? fmt::format(" {}", to_string(mask)) : "", mode == Mode::decode ? " decode" : "",
                      paged() ? fmt::format(" page{}", page_size) : "", splits != 0 ? fmt::format(" splits{}", splits) : "");
 }
 

@@ -2,8 +2,9 @@
 // visible keys under the causal mask, FLOPs, minimum bytes) is computed here and nowhere else.
 //
 // Layout is (batch, seq, heads, head_dim), row-major, as in flash-attention; K and V have kv_heads heads.
-// Causal is bottom-right aligned: query row i sees keys j <= i + seq_k - seq_q; a row that sees no key
-// outputs zeros.
+// Causal is bottom-right aligned, as in flash-attention: query row i sees keys j <= i + seq_k - seq_q.
+// causal-top-left is PyTorch's `is_causal`: row i sees keys j <= i, whatever seq_k is. The two agree when
+// seq_q == seq_k. A row that sees no key outputs zeros.
 //
 // K and V may also be a paged cache (page_size > 0: fixed-size pages placed anywhere in a pool, found
 // through a block table; kv_layout.hpp) and, in decode, the batch entries may have their own key lengths
@@ -21,10 +22,14 @@
 
 namespace faprobe {
 
-enum class Mask { none, causal };
+enum class Mask { none, causal, causal_top_left };
 enum class Mode { prefill, decode };
 
 std::string_view to_string(Mask mask);
+// What an implementation without --mask causal-top-left says in its support table.
+inline constexpr const char* kTopLeftUnsupported =
+    "causal-top-left (PyTorch's is_causal) is not implemented: this causal mask is bottom-right aligned, as in "
+    "flash-attention (--mask causal)";
 std::string_view to_string(Mode mode);
 Mask parse_mask(std::string_view text, std::string_view what);
 Mode parse_mode(std::string_view text, std::string_view what);
@@ -54,7 +59,11 @@ struct Case {
   std::int64_t group_size() const { return heads / kv_heads; }  // query heads per KV head
   std::int64_t kv_head_of(std::int64_t head) const { return head / group_size(); }
   double scale() const;  // 1/sqrt(head_dim)
-  bool causal() const { return mask == Mask::causal; }
+  bool causal() const { return mask == Mask::causal; }  // bottom-right aligned (what the kernels implement)
+  bool masked() const { return mask != Mask::none; }  // either causal alignment
+  // Under a causal mask, query row i of batch entry b sees keys j <= i + diagonal(b): seq_k_of(b) - seq_q
+  // bottom-right, 0 top-left.
+  std::int64_t diagonal(std::int64_t b) const { return mask == Mask::causal_top_left ? 0 : seq_k_of(b) - seq_q; }
 
   bool paged() const { return page_size > 0; }
   bool varlen() const { return !seqlens.empty(); }
@@ -63,7 +72,7 @@ struct Case {
   }
   std::int64_t total_keys() const;  // over the batch: batch · seq_k, or the sum of seqlens
 
-  // Number of keys query row `row` sees: seq_k, or under the causal mask clamp(row + seq_k - seq_q + 1).
+  // Number of keys query row `row` sees: seq_k, or under a causal mask clamp(row + diagonal + 1, 0, seq_k).
   std::int64_t visible_keys(std::int64_t row) const;
   // The same in batch entry b, whose key length is seq_k_of(b).
   std::int64_t visible_keys(std::int64_t b, std::int64_t row) const;
