@@ -1,6 +1,7 @@
 #include "reference/check.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "model/json_number.hpp"
+#include "reference/explain.hpp"
 
 namespace faprobe {
 
@@ -61,6 +63,7 @@ void to_json(nlohmann::json& out, const VerifyResult& result) {
     out["lse_tolerance"] = result.lse_tolerance;
   }
   if (!result.note.empty()) out["note"] = result.note;
+  if (!result.diagnosis.empty()) out["diagnosis"] = result.diagnosis;
 }
 
 void from_json(const nlohmann::json& in, VerifyResult& result) {
@@ -78,6 +81,10 @@ void from_json(const nlohmann::json& in, VerifyResult& result) {
     result.lse_tolerance = json_difference(in.at("lse_tolerance"), "verify.lse_tolerance");
   }
   result.note = in.value("note", std::string());
+  result.diagnosis.clear();  // optional: only failed checks since the explainer have one
+  if (in.contains("diagnosis") && in["diagnosis"].is_array()) {
+    result.diagnosis = in["diagnosis"].get<std::vector<std::string>>();
+  }
 }
 
 CheckPlan plan_check(const Case& c, const CheckLimits& limits) {
@@ -244,6 +251,11 @@ VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTe
     lse_passed = lse_bad_at.empty() && result.lse_max_abs_diff <= result.lse_tolerance;
   }
   result.passed = output_passed && lse_passed;
+  // FAPROBE_EXPLAIN=0 leaves the explainer out (to measure what it costs).
+  const char* explain = std::getenv("FAPROBE_EXPLAIN");
+  if (!output_passed && non_finite_reference_at.empty() && !(explain != nullptr && std::string(explain) == "0")) {
+    result.diagnosis = explain_mismatch(c, inputs, output, result.tolerance, limits);
+  }
   // The output's failures first (a wrong output usually takes its LSE with it), then the LSE's.
   if (!non_finite_reference_at.empty()) {
     result.note = non_finite_reference_at;

@@ -82,6 +82,9 @@ struct VerifyResult {
   // checked", "max_abs_diff 0.31 > tolerance 0.002 at batch 1 head 0 row 5", "LSE off by 0.69 at batch 0 head
   // 1 row 17 (tolerance 1.1e-05)".
   std::string note;
+  // When the output failed: what explains it and where its error lives (reference/explain.hpp); evidence
+  // only, never part of the verdict.
+  std::vector<std::string> diagnosis;
 };
 
 // The record's `verify` object: max_abs_diff, max_rel_diff, tolerance, rows_checked, heads_checked, passed,

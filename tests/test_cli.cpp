@@ -144,9 +144,9 @@ TEST_F(Cli, ListShowsDevicesAndTheBackendTableWithReasons) {
       EXPECT_TRUE(listing["devices"][0].contains(field)) << field;
   }
   EXPECT_FALSE(listing["host"]["cpu_model"].get<std::string>().empty());
-  // Every implementation: 4 dtypes × 8 head dims × 2 masks × 2 modes × 2 alignments, each with its answer.
+  // Every implementation: 4 dtypes × 8 head dims × 3 masks × 2 modes × 2 alignments, each with its answer.
   for (const auto& entry : listing["implementations"]) {
-    EXPECT_EQ(entry["support"].size(), 256u) << entry["name"];
+    EXPECT_EQ(entry["support"].size(), 384u) << entry["name"];
     for (const auto& probe : entry["support"])
       EXPECT_EQ(probe["supported"].get<bool>(), probe["reason"].get<std::string>().empty()) << probe.dump();
   }
@@ -158,15 +158,17 @@ TEST_F(Cli, ListShowsDevicesAndTheBackendTableWithReasons) {
   const std::string prefill_reason = probe_of(decode, "bf16", 72, "prefill", true)["reason"];
   EXPECT_FALSE(prefill_reason.empty());
 
-  // The terminal table: rows split by mode only for the implementation where the mode matters, and the
-  // reasons under the blocks.
+  // The terminal table: rows split by mode (and mask) only for the implementation where they matter, and
+  // the reasons under the blocks.
   const Result table = faprobe("list");
   ASSERT_EQ(table.status, 0) << table.err;
   EXPECT_NE(table.out.find("devices:"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("  cuda "), std::string::npos) << table.out;
   const std::string decode_text = between(table.out, "\ncpu.decode (", "\ncpu.decode-splitk (");
-  EXPECT_TRUE(has_line(decode_text, "fp32prefill✗✗✗✗✗✗✗✗")) << decode_text;
-  EXPECT_TRUE(has_line(decode_text, "fp32decode✓✓✓✓✓✓✓✓")) << decode_text;
+  // Split by mask too: the decode implementations refuse causal-top-left.
+  EXPECT_TRUE(has_line(decode_text, "fp32prefillnone✗✗✗✗✗✗✗✗")) << decode_text;
+  EXPECT_TRUE(has_line(decode_text, "fp32decodenone✓✓✓✓✓✓✓✓")) << decode_text;
+  EXPECT_TRUE(has_line(decode_text, "fp32decodecausal-top-left✗✗✗✗✗✗✗✗")) << decode_text;
   EXPECT_NE(decode_text.find("✗ " + prefill_reason), std::string::npos) << decode_text;
   const std::string tiled_text = between(table.out, "\ncpu.tiled (", "\ncpu.decode (");
   EXPECT_EQ(tiled_text.find("prefill"), std::string::npos) << tiled_text;  // the mode changes nothing there

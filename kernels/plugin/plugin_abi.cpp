@@ -39,7 +39,9 @@ AbiCase::AbiCase(const Case& c) : seqlens_(c.seqlens) {
 }
 
 std::string Descriptor::supports(const Case& c) const {
-  if (c.mask == Mask::causal_top_left) return "causal-top-left is not in the plugin ABI (FAPROBE_MASK_NONE, FAPROBE_MASK_CAUSAL)";
+  if (c.mask == Mask::causal_top_left) {
+    return "causal-top-left is not in the plugin ABI (FAPROBE_MASK_NONE, FAPROBE_MASK_CAUSAL)";
+  }
   const AbiCase abi(c);
   const char* reason = impl->supports(impl, abi.get());
   if (reason == nullptr) return "";

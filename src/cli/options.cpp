@@ -42,7 +42,9 @@ void add_axis_options(CLI::App& app, SettingsOptions& settings) {
   add_value(app, settings, "kv_heads", "key/value heads, dividing --heads (default: = heads; 1 = MQA)");
   add_value(app, settings, "head_dim", "head dimension (default 64)");
   add_value(app, settings, "dtype", "fp32, fp16, bf16, fp8_e4m3 (default fp32)");
-  add_value(app, settings, "mask", "none, causal (default none); causal is bottom-right aligned");
+  add_value(app, settings, "mask",
+            "none, causal, causal-top-left (default none); causal is bottom-right aligned (flash-attention), "
+            "causal-top-left is PyTorch's is_causal");
   add_value(app, settings, "mode", "prefill, decode (default prefill)");
   add_value(app, settings, "seed", "input generator seed (default 0)");
   add_value(app, settings, "page_size",

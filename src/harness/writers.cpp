@@ -285,6 +285,10 @@ void TableWriter::write(const Record& record) {
   const TableCells c = table_cells(record);
   fmt::print(out_, kRow, c.impl, c.case_label, c.status, c.median, c.gflops, c.bandwidth_percent, c.peak,
              c.check);
+  // A failed check's diagnosis (reference/explain.hpp), a line each under its row.
+  if (record.verify && !record.verify->passed) {
+    for (const std::string& line : record.verify->diagnosis) fmt::print(out_, "    why: {}\n", line);
+  }
   out_.flush();
 }
 
