@@ -17,7 +17,7 @@ of faprobe's ranges, "parts" included; flags override the config), and appends o
   only required to be finite.
 - Causal: faprobe's mask is bottom-right aligned, torch's is_causal top-left; they agree when
   seq_q == seq_k, and for seq_q == 1 bottom-right means every key (run without a mask). Other causal
-  cases are recorded as unsupported with that reason.
+  cases are recorded as unsupported with that reason; mask causal-top-left is is_causal itself.
 - Decode (mode decode, seq_q = 1) runs where SDPA applies: contiguous K/V of equal lengths. A case with a
   paged KV cache (page_size > 0) or its own key length per batch entry (seqlens) is recorded as
   unsupported with the reason: SDPA takes dense (batch, heads, seq, head_dim) tensors only, and padding
@@ -170,9 +170,9 @@ def plan(config, flags):
 def avg_keys(case):
     """The mean number of keys a query row sees, over the rows and (seqlens) the batch entries."""
     def mean_visible(seq_k):
-        if case["mask"] != "causal":
+        if case["mask"] not in ("causal", "causal-top-left"):
             return float(seq_k)
-        offset = seq_k - case["seq_q"] + 1
+        offset = (0 if case["mask"] == "causal-top-left" else seq_k - case["seq_q"]) + 1
         return sum(min(max(row + offset, 0), seq_k) for row in range(case["seq_q"])) / case["seq_q"]
     lengths = case.get("seqlens") or [case["seq_k"]]
     return sum(mean_visible(length) for length in lengths) / len(lengths)
@@ -191,7 +191,7 @@ def label(case):
         shown = ",".join(map(str, lengths[:4])) + (f",...({len(lengths)})" if len(lengths) > 4 else "")
         seq = f"q{case['seq_q']} k[{shown}]"
     return (f"b{case['batch']} {heads} {seq} d{case['head_dim']} {case['dtype']}"
-            f"{' causal' if case['mask'] == 'causal' else ''}{' decode' if case['mode'] == 'decode' else ''}"
+            f"{' ' + case['mask'] if case['mask'] != 'none' else ''}{' decode' if case['mode'] == 'decode' else ''}"
             f"{' page' + str(case['page_size']) if case.get('page_size') else ''}")
 
 
@@ -302,6 +302,7 @@ class Peers:
         if self.threads:
             record["details"]["threads"] = self.threads
         causal = case["mask"] == "causal"
+        top_left = case["mask"] == "causal-top-left"  # torch's own is_causal, whatever the lengths
         if self.device_type == "cpu" and backend not in CPU_BACKENDS:
             return dict(record, status="unsupported", reason=f"SDPA's {backend} backend has no CPU kernel "
                         f"(on the CPU: {', '.join(CPU_BACKENDS)})")
@@ -320,7 +321,7 @@ class Peers:
                       else os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
         if predicted > free:
             return dict(record, status="skipped", reason=f"needs {fmt_bytes(predicted)}, free {fmt_bytes(free)}")
-        is_causal = causal and case["seq_q"] == case["seq_k"] and case["seq_q"] > 1
+        is_causal = top_left or (causal and case["seq_q"] == case["seq_k"] and case["seq_q"] > 1)
         record["details"]["is_causal"] = is_causal
         try:
             q, k, v = self.inputs(case)

@@ -51,6 +51,8 @@ TEST_F(CliPlugins, VerifyCatchesTheOffByOneCausalMask) {
                                 " --impl plugin.c_attention_off_by_one" + kOddShapes);
   EXPECT_EQ(verify.status, 1) << verify.out << verify.err;
   EXPECT_NE(verify.out.find("mismatch"), std::string::npos) << verify.out;
+  // The explainer names the planted defect under each mismatch, for a real implementation's output too.
+  EXPECT_NE(verify.out.find("    why: matches the causal diagonal one key later"), std::string::npos) << verify.out;
 }
 
 TEST_F(CliPlugins, ACrashingPluginIsAFailedRecordAndTheSweepGoesOn) {

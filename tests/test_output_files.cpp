@@ -58,7 +58,7 @@ Record sample_record(std::int64_t seq) {
   record.c.head_dim = 16;
   record.time = TimeStats{0.25, 0.26, 0.24, 0.3, 0.245, 0.27, 0.01, 12, {}};
   record.memory = {123456789, 4096, 120000000};
-  record.verify = VerifyResult{1.5e-7, 2e-6, 3e-6, 256, 4, true, false, 0, 0, ""};
+  record.verify = VerifyResult{1.5e-7, 2e-6, 3e-6, 256, 4, true, false, 0, 0, "", {}};
   record.details = {{"block_q", 64}, {"threads", 2}};
   return record;
 }

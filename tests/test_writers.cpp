@@ -21,7 +21,7 @@ std::vector<Record> sample_records() {
   timed.time = TimeStats{0.25, 0.26, 0.24, 0.3, 0.245, 0.27, 0.01, 12, {0.3, 0.24, 0.25, 0.251}};
   timed.bandwidth_fraction = 0.4375;
   timed.memory = {123456789, 4096, 120000000};
-  timed.verify = VerifyResult{1.5e-7, 2e-6, 3e-6, 256, 4, true, false, 0, 0, ""};
+  timed.verify = VerifyResult{1.5e-7, 2e-6, 3e-6, 256, 4, true, false, 0, 0, "", {}};
   timed.details = {{"block_q", 64}, {"note", "a, \"quoted\" value"}};
   Record skipped;
   skipped.impl = "cpu.naive";
