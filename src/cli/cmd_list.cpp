@@ -33,6 +33,7 @@
 #include "harness/plugins.hpp"
 #include "harness/range.hpp"
 #include "harness/registry.hpp"
+#include "model/errors.hpp"
 #include "model/host_info.hpp"
 
 namespace faprobe::cli {
