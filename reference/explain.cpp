@@ -8,9 +8,9 @@
 #include <set>
 #include <tuple>
 
-#include <Eigen/Dense>
 #include <fmt/format.h>
 
+#include "model/eigen.hpp"
 #include "reference/check.hpp"
 
 namespace faprobe {
@@ -19,6 +19,8 @@ namespace {
 constexpr std::size_t kRows = 12;   // rows per head the hypotheses are tried on
 constexpr std::size_t kHeads = 4;   // heads the hypotheses are tried on
 constexpr double kLog2e = 1.4426950408889634;
+constexpr std::size_t kPatternRows = 16384;  // rows at most the error pattern is found from
+constexpr std::int64_t kBlockSizes[] = {128, 64, 32, 16};  // query block sizes kernels use, largest first
 
 // The attention the case asks for with one thing done the other way (explain.hpp).
 struct Hypothesis {
@@ -30,6 +32,7 @@ struct Hypothesis {
   bool modulo_gqa = false;
   int normalize = 1;         // divisions by the row sum: 0, 1 or 2
   bool bhsd_output = false;
+  bool transposed = false;   // Q, K, V and O all hold heads on axis 1 and seq on axis 2
 };
 
 struct KeyValues {
@@ -41,8 +44,13 @@ class Explainer {
   Explainer(const Case& c, const InputSource& inputs, const HostTensor& output)
       : c_(c), inputs_(inputs), output_(output) {}
 
+  // Loads K and V of (b, kv_head) ahead of rows computed in parallel (which then only read the cache).
+  void load(std::int64_t b, std::int64_t kv_head) { key_values(b, kv_head); }
+
   // The row of attention for query row `row` of head `h` in batch entry `b` under `hyp`.
-  Eigen::VectorXd row(const Hypothesis& hyp, std::int64_t b, std::int64_t h, std::int64_t row) {
+  // `query` is that row of Q (query()).
+  Eigen::VectorXd row(const Hypothesis& hyp, std::int64_t b, std::int64_t h, std::int64_t row,
+                      const Eigen::VectorXd& query) {
     const std::int64_t kv_head = hyp.modulo_gqa ? h % c_.kv_heads : c_.kv_head_of(h);
     const KeyValues& kv = key_values(b, kv_head);
     const Eigen::MatrixXd& keys = hyp.swap_kv ? kv.v : kv.k;
@@ -54,16 +62,13 @@ class Explainer {
       const std::int64_t diagonal = mask == Mask::causal_top_left ? 0 : length - c_.seq_q;
       visible = std::clamp<std::int64_t>(row + diagonal + 1 + hyp.shift, 0, length);
     }
-    Eigen::VectorXd out = Eigen::VectorXd::Zero(c_.head_dim);
-    if (visible == 0) return out;
-    Eigen::VectorXd query(c_.head_dim);
-    inputs_.row(TensorId::q, b, row, h, query.data());
-    const double scale = hyp.scale > 0 ? hyp.scale : c_.scale();
-    Eigen::ArrayXd scores = (keys.topRows(visible) * query).array() * scale;
-    const double top = scores.maxCoeff();
-    scores = (scores - top).exp();
-    out = values.topRows(visible).transpose() * scores.matrix();
-    for (int i = 0; i < hyp.normalize; ++i) out /= scores.sum();
+    return attend(query, keys, values, visible, hyp.scale > 0 ? hyp.scale : c_.scale(), hyp.normalize);
+  }
+
+  // Row `row` of head `h` of Q in batch entry `b` (the same place in the tensor under `transposed`).
+  Eigen::VectorXd query(std::int64_t b, std::int64_t h, std::int64_t row) const {
+    Eigen::VectorXd out(c_.head_dim);
+    inputs_.row(TensorId::q, b, row, h, out.data());
     return out;
   }
 
@@ -75,6 +80,33 @@ class Explainer {
     return out;
   }
 
+  // Under `transposed` (every tensor (batch, heads, seq, head_dim), read as (batch, seq, heads, head_dim)):
+  // the stored row at (b, h, row) is the true row of head `row` at position `h`. The true case has
+  // c.seq_q heads over c.seq_k KV heads, c.heads query positions and c.kv_heads keys; key j of true KV
+  // head g is the row read as (b, g, j).
+  Eigen::VectorXd transposed_row(std::int64_t b, std::int64_t h, std::int64_t row, const Eigen::VectorXd& query) {
+    const std::int64_t true_seq_q = c_.heads, true_seq_k = c_.kv_heads;
+    const std::int64_t kv_head = row / (c_.seq_q / c_.seq_k);
+    auto found = transposed_cache_.find({b, kv_head});
+    if (found == transposed_cache_.end()) {
+      KeyValues kv{Eigen::MatrixXd(true_seq_k, c_.head_dim), Eigen::MatrixXd(true_seq_k, c_.head_dim)};
+      Eigen::VectorXd buffer(c_.head_dim);
+      for (std::int64_t j = 0; j < true_seq_k; ++j) {
+        inputs_.row(TensorId::k, b, kv_head, j, buffer.data());
+        kv.k.row(j) = buffer.transpose();
+        inputs_.row(TensorId::v, b, kv_head, j, buffer.data());
+        kv.v.row(j) = buffer.transpose();
+      }
+      found = transposed_cache_.emplace(std::pair{b, kv_head}, std::move(kv)).first;
+    }
+    std::int64_t visible = true_seq_k;
+    if (c_.masked()) {
+      const std::int64_t diagonal = c_.mask == Mask::causal_top_left ? 0 : true_seq_k - true_seq_q;
+      visible = std::clamp<std::int64_t>(h + diagonal + 1, 0, true_seq_k);
+    }
+    return attend(query, found->second.k, found->second.v, visible, c_.scale(), 1);
+  }
+
   // Under a (batch, heads, seq) output: which true row the stored row at (b, h, row) holds.
   std::tuple<std::int64_t, std::int64_t, std::int64_t> bhsd_source(std::int64_t b, std::int64_t h,
                                                                    std::int64_t row) const {
@@ -83,6 +115,19 @@ class Explainer {
   }
 
  private:
+  // softmax(scale · keys[:visible] · query) · values[:visible], divided by the row sum `normalize` times.
+  static Eigen::VectorXd attend(const Eigen::VectorXd& query, const Eigen::MatrixXd& keys,
+                                const Eigen::MatrixXd& values, std::int64_t visible, double scale, int normalize) {
+    Eigen::VectorXd out = Eigen::VectorXd::Zero(query.size());
+    if (visible == 0) return out;
+    Eigen::ArrayXd scores = (keys.topRows(visible) * query).array() * scale;
+    const double top = scores.maxCoeff();
+    scores = (scores - top).exp();
+    out = values.topRows(visible).transpose() * scores.matrix();
+    for (int i = 0; i < normalize; ++i) out /= scores.sum();
+    return out;
+  }
+
   const KeyValues& key_values(std::int64_t b, std::int64_t kv_head) {
     auto found = cache_.find({b, kv_head});
     if (found != cache_.end()) return found->second;
@@ -102,6 +147,7 @@ class Explainer {
   const InputSource& inputs_;
   const HostTensor& output_;
   std::map<std::pair<std::int64_t, std::int64_t>, KeyValues> cache_;
+  std::map<std::pair<std::int64_t, std::int64_t>, KeyValues> transposed_cache_;  // by (b, true KV head)
 };
 
 Hypothesis named(std::string text) {
@@ -159,7 +205,25 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
     layout.bhsd_output = true;
     list.push_back(layout);
   }
+  // Every tensor (batch, heads, seq, head_dim), as PyTorch keeps them, read as (batch, seq, heads, head_dim):
+  // possible when the shapes read that way are a case too (the true heads, c.seq_q, a multiple of the true
+  // KV heads, c.seq_k) and the reading is not the identity.
+  if (!c.varlen() && c.seq_k > 0 && c.seq_q % c.seq_k == 0 && (c.seq_q > 1 || c.heads > 1)) {
+    Hypothesis transposed = named("matches Q, K, V and O in (batch, heads, seq, head_dim) read as (batch, seq, heads, "
+                                  "head_dim): seq and heads exchanged (numpy: x.transpose(0, 2, 1, 3) before saving)");
+    transposed.transposed = true;
+    list.push_back(transposed);
+  }
   return list;
+}
+
+// Keeps at most `most` of `items`, evenly spread, the first and the last among them.
+template <typename T>
+void thin_out(std::vector<T>& items, std::size_t most) {
+  if (items.size() <= most) return;
+  std::vector<T> kept;
+  for (std::size_t i = 0; i < most; ++i) kept.push_back(items[most == 1 ? 0 : i * (items.size() - 1) / (most - 1)]);
+  items = std::move(kept);
 }
 
 // The largest |a − b|, NaN when either holds one.
@@ -176,7 +240,7 @@ struct RowError {
   std::int64_t b = 0, h = 0, row = 0;
   double error = 0;            // max over the columns; NaN when the output holds a NaN
   bool non_finite = false;     // the stored row holds NaN or Inf
-  std::vector<double> columns;  // |output − reference| per column
+  std::vector<double> columns;  // |output − reference| per column, for a row beyond the tolerance
 };
 
 // Where the error lives, from the rows the check covers (explain.hpp).
@@ -199,17 +263,37 @@ std::vector<std::string> error_pattern(const Case& c, const std::vector<RowError
     for (const RowError* r : bad) first_bad = std::min(first_bad, r->row);
     for (const RowError* r : good) last_good = std::max(last_good, r->row);
     if (first_bad > last_good) {
+      // The last partial block starts at (seq_q / size) · size; the error starts there when every checked
+      // row before it is right and every one from it on is wrong.
       std::string block;
-      for (const std::int64_t size : {128, 64}) {
-        if (c.seq_q % size != 0 && first_bad > (c.seq_q / size) * size - size &&
-            first_bad <= (c.seq_q / size) * size) {
-          block = fmt::format(": the last, partial query block of {} (rows {}..{})", size, (c.seq_q / size) * size,
-                              c.seq_q - 1);
+      for (const std::int64_t size : kBlockSizes) {
+        const std::int64_t start = (c.seq_q / size) * size;
+        if (c.seq_q % size != 0 && start > 0 && last_good < start && first_bad >= start) {
+          block = fmt::format(": the last, partial query block of {} (rows {}..{})", size, start, c.seq_q - 1);
           break;
         }
-        if (first_bad % size == 0 && block.empty()) block = fmt::format(" (a multiple of {})", size);
+      }
+      for (const std::int64_t size : kBlockSizes) {
+        if (block.empty() && first_bad % size == 0) block = fmt::format(" (a multiple of {})", size);
       }
       lines.push_back(fmt::format("rows from {} on are wrong, the rows before are right{}", first_bad, block));
+    } else if (bad.size() >= 2) {
+      // Rows at block boundaries: every wrong row the first (or the last) of a block of `size` rows, and
+      // rows inside blocks right; the largest such size.
+      std::string boundary;
+      for (const std::int64_t size : kBlockSizes) {
+        for (const std::int64_t place : {std::int64_t{0}, size - 1}) {
+          bool all_at = true, good_elsewhere = false;
+          for (const RowError* r : bad) all_at = all_at && r->row % size == place;
+          for (const RowError* r : good) good_elsewhere = good_elsewhere || r->row % size != place;
+          if (all_at && good_elsewhere && boundary.empty()) {
+            boundary = fmt::format("only rows at block boundaries are wrong: the {} row of each block of {} ({} "
+                                   "wrong rows checked)",
+                                   place == 0 ? "first" : "last", size, bad.size());
+          }
+        }
+      }
+      if (!boundary.empty()) lines.push_back(boundary);
     }
     if (c.masked()) {
       bool bad_cut = true, good_full = false;
@@ -264,15 +348,26 @@ std::vector<std::string> explain_mismatch(const Case& c, const InputSource& inpu
   Explainer explainer(c, inputs, output);
   const Hypothesis truth = named("the case as given");
 
-  // Every row the check covers, against the true reference: where the error lives.
-  std::vector<RowError> errors;
-  for (const auto& [b, h] : plan.heads) {
-    for (const std::int64_t row : plan.rows) {
-      const Eigen::VectorXd expected = explainer.row(truth, b, h, row);
-      const Eigen::VectorXd got = explainer.stored(b, h, row);
-      RowError error{b, h, row, max_difference(got, expected), !got.allFinite(), {}};
+  // The rows the check covers, against the true reference: where the error lives. At most kPatternRows
+  // of them (heads spread over the plan's, then rows spread over each head's), so that a full check of
+  // a very long case does not hold a row error for each of its rows; K and V are loaded first, then the
+  // rows computed in parallel, as the check does.
+  std::vector<std::pair<std::int64_t, std::int64_t>> heads = plan.heads;
+  std::vector<std::int64_t> rows = plan.rows;
+  thin_out(heads, std::max<std::size_t>(1, kPatternRows / rows.size()));
+  thin_out(rows, kPatternRows);
+  for (const auto& [b, h] : heads) explainer.load(b, c.kv_head_of(h));
+  std::vector<RowError> errors(heads.size() * rows.size());
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t i = 0; i < errors.size(); ++i) {
+    const auto [b, h] = heads[i / rows.size()];
+    const std::int64_t row = rows[i % rows.size()];
+    const Eigen::VectorXd expected = explainer.row(truth, b, h, row, explainer.query(b, h, row));
+    const Eigen::VectorXd got = explainer.stored(b, h, row);
+    RowError& error = errors[i];
+    error = RowError{b, h, row, max_difference(got, expected), !got.allFinite(), {}};
+    if (!(error.error <= tolerance)) {  // the columns of wrong rows, for the column pattern
       for (std::int64_t col = 0; col < c.head_dim; ++col) error.columns.push_back(std::abs(got(col) - expected(col)));
-      errors.push_back(std::move(error));
     }
   }
   std::vector<std::string> lines;
@@ -282,29 +377,34 @@ std::vector<std::string> explain_mismatch(const Case& c, const InputSource& inpu
   {
     std::map<std::pair<std::int64_t, std::int64_t>, std::vector<const RowError*>> by_head;
     for (const RowError& error : errors) by_head[{error.b, error.h}].push_back(&error);
-    for (auto& [head, rows] : by_head) {
+    for (auto& [head, head_rows] : by_head) {
       if (sample.size() >= kHeads * kRows) break;
-      std::vector<const RowError*> worst = rows;
+      std::vector<const RowError*> worst = head_rows;
       std::stable_sort(worst.begin(), worst.end(), [](const RowError* a, const RowError* b) {
         return std::isnan(a->error) ? !std::isnan(b->error) : a->error > b->error;
       });
       std::set<const RowError*> chosen(worst.begin(), worst.begin() + std::min(worst.size(), kRows / 2));
-      for (std::size_t i = 0; chosen.size() < std::min(rows.size(), kRows); ++i) {
-        chosen.insert(rows[i * rows.size() / kRows % rows.size()]);
+      for (std::size_t i = 0; chosen.size() < std::min(head_rows.size(), kRows); ++i) {
+        chosen.insert(head_rows[i * head_rows.size() / kRows % head_rows.size()]);
         if (i > 2 * kRows) break;
       }
       sample.insert(sample.end(), chosen.begin(), chosen.end());
     }
   }
+  std::vector<Eigen::VectorXd> queries;  // each sampled row's, read once for every hypothesis
+  for (const RowError* r : sample) queries.push_back(explainer.query(r->b, r->h, r->row));
   for (const Hypothesis& hyp : hypotheses(c)) {
     double worst = 0;
-    for (const RowError* r : sample) {
+    for (std::size_t i = 0; i < sample.size(); ++i) {
+      const RowError* r = sample[i];
       Eigen::VectorXd expected;
-      if (hyp.bhsd_output) {
+      if (hyp.transposed) {
+        expected = explainer.transposed_row(r->b, r->h, r->row, queries[i]);
+      } else if (hyp.bhsd_output) {
         const auto [b, h, row] = explainer.bhsd_source(r->b, r->h, r->row);
-        expected = explainer.row(truth, b, h, row);
+        expected = explainer.row(truth, b, h, row, explainer.query(b, h, row));
       } else {
-        expected = explainer.row(hyp, r->b, r->h, r->row);
+        expected = explainer.row(hyp, r->b, r->h, r->row, queries[i]);
       }
       const double diff = max_difference(explainer.stored(r->b, r->h, r->row), expected);
       if (!(diff <= worst)) worst = diff;

@@ -69,8 +69,9 @@ faprobe_build() {
   local cache
   cache="$(faprobe_build_dir)/CMakeCache.txt"
   faprobe_cute_headers
-  # Configured again when CuTe's headers arrived after the last configure (the test then compiles them).
-  if [ ! -f "$cache" ] || ! grep -q "^FAPROBE_WERROR:BOOL=$werror\$" "$cache" ||
+  # Configured again when CuTe's headers arrived after the last configure (the test then compiles them),
+  # and when an earlier configure stopped half way (a cache but no build.ninja: a package was missing).
+  if [ ! -f "$cache" ] || [ ! -f "$(faprobe_build_dir)/build.ninja" ] || ! grep -q "^FAPROBE_WERROR:BOOL=$werror\$" "$cache" ||
      { [ -f "$FAPROBE_ROOT/build/tools/nvidia-cutlass/cutlass_library/source/include/cute/tensor.hpp" ] &&
        grep -q '^FAPROBE_CUTE_STATUS:INTERNAL=headers missing$' "$cache"; }; then
     cmake --preset "$FAPROBE_PRESET" -DFAPROBE_WERROR="$werror" >&2

@@ -83,9 +83,12 @@ TEST_F(CliPlugins, ListShowsThePluginsSupportTable) {
   const std::size_t block = list.out.find("plugin.c_attention (cpu; timed, isolated by default, from ");
   ASSERT_NE(block, std::string::npos) << list.out;
   const std::string rest = list.out.substr(block);
-  EXPECT_NE(rest.find("fp32       ✓   ✓   ✓   ✓   ✓   ✓   ✓   ✓"), std::string::npos) << rest;
-  EXPECT_NE(rest.find("fp16       ✗   ✗   ✗   ✗   ✗   ✗   ✗   ✗"), std::string::npos) << rest;
+  // The plugin ABI has no top-left causal mask, so the table is split by mask.
+  EXPECT_NE(rest.find("fp32 causal                ✓   ✓   ✓   ✓   ✓   ✓   ✓   ✓"), std::string::npos) << rest;
+  EXPECT_NE(rest.find("fp32 causal-top-left       ✗   ✗   ✗   ✗   ✗   ✗   ✗   ✗"), std::string::npos) << rest;
+  EXPECT_NE(rest.find("fp16 none                  ✗   ✗   ✗   ✗   ✗   ✗   ✗   ✗"), std::string::npos) << rest;
   EXPECT_NE(rest.find("✗ dtype must be fp32 or bf16"), std::string::npos) << rest;
+  EXPECT_NE(rest.find("✗ causal-top-left is not in the plugin ABI"), std::string::npos) << rest;
 
   const Result json = faprobe("list --json --plugin '" + kCAttention + "'");
   ASSERT_EQ(json.status, 0) << json.err;
@@ -95,7 +98,7 @@ TEST_F(CliPlugins, ListShowsThePluginsSupportTable) {
     if (impl["name"] != "plugin.c_attention") continue;
     found = true;
     EXPECT_EQ(impl["plugin"], fs::canonical(kCAttention).string());
-    EXPECT_EQ(impl["support"].size(), 256u);
+    EXPECT_EQ(impl["support"].size(), 384u);  // 4 dtypes × 3 masks × 8 head_dims × 2 modes × seq aligned or not
   }
   EXPECT_TRUE(found) << json.out;
 }

@@ -1,7 +1,8 @@
 // The mismatch explainer (reference/explain.hpp): for each usual mistake, an output made with that mistake by
 // a plain attention written here (independent of the reference and of every kernel) fails the check, and the
 // diagnosis names the mistake; a correct output passes with no diagnosis. Where the error lives is named too
-// (rows from N on, columns from N on, one batch entry, NaN).
+// (rows from N on, the last partial query block, block boundaries, only the rows the causal mask cuts,
+// columns from N on, one batch entry, one query head, NaN).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -18,7 +19,7 @@ namespace {
 enum class Defect {
   none, no_mask, top_left, bottom_right, diagonal_later, diagonal_earlier, scale_one, scale_over_d,
   log2e_twice, log2e_missing, kv_swapped, gqa_modulo, unnormalized, normalized_twice, bhsd_output,
-  rows_from_64, columns_from_16, batch_1, nan_row
+  rows_from_64, rows_from_32, block_end_16, cut_rows, columns_from_16, batch_1, head_2, nan_row
 };
 
 struct Planted {
@@ -83,6 +84,10 @@ HostTensor attention(const Case& c, const HostTensor& q, const HostTensor& k, co
           }
           out = limit == 0 ? 0.0 : out / sum;
           if (defect == Defect::rows_from_64 && i >= 64) out += 0.5;
+          if (defect == Defect::rows_from_32 && i >= 32) out += 0.5;
+          if (defect == Defect::block_end_16 && i % 16 == 15) out += 0.5;
+          if (defect == Defect::cut_rows && limit < c.seq_k) out += 0.25;
+          if (defect == Defect::head_2 && h == 2) out = -out;
           if (defect == Defect::columns_from_16 && d >= 16) out *= 2.0;
           if (defect == Defect::batch_1 && b == 1) out = -out;
           if (defect == Defect::nan_row && i == 7) out = std::nan("");
@@ -143,6 +148,66 @@ TEST_P(Explainer, NamesThePlantedMistake) {
   EXPECT_EQ(json.get<VerifyResult>().diagnosis, result.diagnosis);
 }
 
+// (batch, seq, heads) tensor `t` with axes 1 and 2 exchanged: what numpy's t.transpose(0, 2, 1, 3) holds.
+HostTensor transposed(const HostTensor& t, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                      std::int64_t head_dim) {
+  HostTensor out(t.dtype(), batch, heads, seq, head_dim);
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t s = 0; s < seq; ++s)
+      for (std::int64_t h = 0; h < heads; ++h)
+        for (std::int64_t d = 0; d < head_dim; ++d) out.set(out.offset(b, h, s) + d, t.get(t.offset(b, s, h) + d));
+  return out;
+}
+
+// Files saved in PyTorch's (batch, heads, seq, head_dim) and read as faprobe's (batch, seq, heads,
+// head_dim): 12 positions of 4 heads over 2 KV heads read as 4 positions of 12 heads over 2 keys of 12 KV
+// heads. The output is right for the true case; the check of the case as read fails, and the diagnosis
+// names the transposition and nothing else.
+TEST(Explainer, NamesTensorsSavedWithHeadsBeforeSeq) {
+  for (Mask mask : {Mask::none, Mask::causal}) {
+    Case truth;
+    truth.batch = 2;
+    truth.heads = 4;
+    truth.kv_heads = 2;
+    truth.seq_q = truth.seq_k = 12;
+    truth.head_dim = 32;
+    truth.mask = mask;
+    HostTensor q(DType::fp32, truth.batch, truth.seq_q, truth.heads, truth.head_dim);
+    HostTensor k(DType::fp32, truth.batch, truth.seq_k, truth.kv_heads, truth.head_dim);
+    HostTensor v(DType::fp32, truth.batch, truth.seq_k, truth.kv_heads, truth.head_dim);
+    std::uint64_t state = 11;
+    for (HostTensor* tensor : {&q, &k, &v})
+      for (std::int64_t i = 0; i < tensor->elements(); ++i) tensor->set(i, draw(state));
+    const HostTensor o = attention(truth, q, k, v, Defect::none);
+
+    Case as_read = truth;
+    as_read.seq_q = truth.heads;
+    as_read.heads = truth.seq_q;
+    as_read.seq_k = truth.kv_heads;
+    as_read.kv_heads = truth.seq_k;
+    const int d = int(truth.head_dim);
+    const HostTensor q_read = transposed(q, truth.batch, truth.seq_q, truth.heads, d);
+    const HostTensor k_read = transposed(k, truth.batch, truth.seq_k, truth.kv_heads, d);
+    const HostTensor v_read = transposed(v, truth.batch, truth.seq_k, truth.kv_heads, d);
+    const HostTensor o_read = transposed(o, truth.batch, truth.seq_q, truth.heads, d);
+    const VerifyResult result = check_output(as_read, TensorInputs(q_read, k_read, v_read), o_read);
+    ASSERT_FALSE(result.passed) << to_string(mask);
+    std::string all;
+    int matches = 0;
+    for (const std::string& line : result.diagnosis) {
+      all += "\n  " + line;
+      matches += line.rfind("matches ", 0) == 0;
+    }
+    EXPECT_NE(all.find("matches Q, K, V and O in (batch, heads, seq, head_dim) read as (batch, seq, heads, head_dim)"),
+              std::string::npos)
+        << to_string(mask) << all;
+    EXPECT_EQ(matches, 1) << to_string(mask) << all;
+
+    // The same tensors read the right way pass.
+    EXPECT_TRUE(check_output(truth, TensorInputs(q, k, v), o).passed) << to_string(mask);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Planted, Explainer,
     testing::Values(Planted{Defect::no_mask, Mask::causal, "matches no mask"},
@@ -161,9 +226,18 @@ INSTANTIATE_TEST_SUITE_P(
                     Planted{Defect::unnormalized, Mask::none, "left unnormalized"},
                     Planted{Defect::normalized_twice, Mask::causal, "normalized twice"},
                     Planted{Defect::bhsd_output, Mask::none, "(batch, heads, seq, head_dim)"},
-                    Planted{Defect::rows_from_64, Mask::none, "rows from 64 on are wrong, the rows before are right"},
+                    Planted{Defect::rows_from_64, Mask::none,
+                            "rows from 64 on are wrong, the rows before are right: the last, partial query block of "
+                            "64 (rows 64..99)"},
+                    Planted{Defect::rows_from_32, Mask::causal,
+                            "rows from 32 on are wrong, the rows before are right (a multiple of 32)"},
+                    Planted{Defect::block_end_16, Mask::none,
+                            "only rows at block boundaries are wrong: the last row of each block of 16 (48 wrong rows "
+                            "checked)"},
+                    Planted{Defect::cut_rows, Mask::causal, "only rows the causal mask cuts are wrong"},
                     Planted{Defect::columns_from_16, Mask::causal, "only columns from 16 on are wrong"},
                     Planted{Defect::batch_1, Mask::none, "only batch entry 1 is wrong"},
+                    Planted{Defect::head_2, Mask::causal, "only query head 2 is wrong (of 4 checked)"},
                     Planted{Defect::nan_row, Mask::none, "hold NaN or Inf"}),
     [](const testing::TestParamInfo<Planted>& planted) {
       return std::to_string(planted.index) + "_" + std::string(to_string(planted.param.mask)).substr(0, 6);
