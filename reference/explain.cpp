@@ -89,15 +89,7 @@ class Explainer {
     const std::int64_t kv_head = row / (c_.seq_q / c_.seq_k);
     auto found = transposed_cache_.find({b, kv_head});
     if (found == transposed_cache_.end()) {
-      KeyValues kv{Eigen::MatrixXd(true_seq_k, c_.head_dim), Eigen::MatrixXd(true_seq_k, c_.head_dim)};
-      Eigen::VectorXd buffer(c_.head_dim);
-      for (std::int64_t j = 0; j < true_seq_k; ++j) {
-        inputs_.row(TensorId::k, b, kv_head, j, buffer.data());
-        kv.k.row(j) = buffer.transpose();
-        inputs_.row(TensorId::v, b, kv_head, j, buffer.data());
-        kv.v.row(j) = buffer.transpose();
-      }
-      found = transposed_cache_.emplace(std::pair{b, kv_head}, std::move(kv)).first;
+      found = transposed_cache_.emplace(std::pair{b, kv_head}, read_key_values(b, kv_head, true_seq_k, true)).first;
     }
     std::int64_t visible = true_seq_k;
     if (c_.masked()) {
@@ -128,19 +120,25 @@ class Explainer {
     return out;
   }
 
+  // The first `length` keys and values of KV head `kv_head` in batch entry b; `transposed`: key j is the
+  // row read as (b, kv_head, j).
+  KeyValues read_key_values(std::int64_t b, std::int64_t kv_head, std::int64_t length, bool transposed) const {
+    KeyValues kv{Eigen::MatrixXd(length, c_.head_dim), Eigen::MatrixXd(length, c_.head_dim)};
+    Eigen::VectorXd buffer(c_.head_dim);
+    for (std::int64_t j = 0; j < length; ++j) {
+      const std::int64_t s = transposed ? kv_head : j, h = transposed ? j : kv_head;
+      inputs_.row(TensorId::k, b, s, h, buffer.data());
+      kv.k.row(j) = buffer.transpose();
+      inputs_.row(TensorId::v, b, s, h, buffer.data());
+      kv.v.row(j) = buffer.transpose();
+    }
+    return kv;
+  }
+
   const KeyValues& key_values(std::int64_t b, std::int64_t kv_head) {
     auto found = cache_.find({b, kv_head});
     if (found != cache_.end()) return found->second;
-    const std::int64_t length = c_.seq_k_of(b);
-    KeyValues kv{Eigen::MatrixXd(length, c_.head_dim), Eigen::MatrixXd(length, c_.head_dim)};
-    Eigen::VectorXd buffer(c_.head_dim);
-    for (std::int64_t s = 0; s < length; ++s) {
-      inputs_.row(TensorId::k, b, s, kv_head, buffer.data());
-      kv.k.row(s) = buffer.transpose();
-      inputs_.row(TensorId::v, b, s, kv_head, buffer.data());
-      kv.v.row(s) = buffer.transpose();
-    }
-    return cache_.emplace(std::pair{b, kv_head}, std::move(kv)).first->second;
+    return cache_.emplace(std::pair{b, kv_head}, read_key_values(b, kv_head, c_.seq_k_of(b), false)).first->second;
   }
 
   const Case& c_;

@@ -101,6 +101,20 @@ HostTensor attention(const Case& c, const HostTensor& q, const HostTensor& k, co
 
 class Explainer : public testing::TestWithParam<Planted> {};
 
+struct Inputs {
+  HostTensor q, k, v;
+};
+
+// Q, K and V of case c in fp32, uniform in [-1, 1) from `seed`.
+Inputs random_inputs(const Case& c, std::uint64_t seed) {
+  Inputs in{HostTensor(DType::fp32, c.batch, c.seq_q, c.heads, c.head_dim),
+            HostTensor(DType::fp32, c.batch, c.seq_k, c.kv_heads, c.head_dim),
+            HostTensor(DType::fp32, c.batch, c.seq_k, c.kv_heads, c.head_dim)};
+  for (HostTensor* tensor : {&in.q, &in.k, &in.v})
+    for (std::int64_t i = 0; i < tensor->elements(); ++i) tensor->set(i, draw(seed));
+  return in;
+}
+
 VerifyResult check_planted(Mask mask, Defect defect) {
   Case c;
   c.batch = 2;
@@ -110,13 +124,8 @@ VerifyResult check_planted(Mask mask, Defect defect) {
   c.seq_k = mask == Mask::none ? 100 : 300;
   c.head_dim = 32;
   c.mask = mask;
-  HostTensor q(DType::fp32, c.batch, c.seq_q, c.heads, c.head_dim);
-  HostTensor k(DType::fp32, c.batch, c.seq_k, c.kv_heads, c.head_dim);
-  HostTensor v(DType::fp32, c.batch, c.seq_k, c.kv_heads, c.head_dim);
-  std::uint64_t state = 7;
-  for (HostTensor* tensor : {&q, &k, &v})
-    for (std::int64_t i = 0; i < tensor->elements(); ++i) tensor->set(i, draw(state));
-  return check_output(c, TensorInputs(q, k, v), attention(c, q, k, v, defect));
+  const Inputs in = random_inputs(c, 7);
+  return check_output(c, TensorInputs(in.q, in.k, in.v), attention(c, in.q, in.k, in.v, defect));
 }
 
 TEST(Explainer, ACorrectOutputPassesWithNoDiagnosis) {
@@ -172,12 +181,7 @@ TEST(Explainer, NamesTensorsSavedWithHeadsBeforeSeq) {
     truth.seq_q = truth.seq_k = 12;
     truth.head_dim = 32;
     truth.mask = mask;
-    HostTensor q(DType::fp32, truth.batch, truth.seq_q, truth.heads, truth.head_dim);
-    HostTensor k(DType::fp32, truth.batch, truth.seq_k, truth.kv_heads, truth.head_dim);
-    HostTensor v(DType::fp32, truth.batch, truth.seq_k, truth.kv_heads, truth.head_dim);
-    std::uint64_t state = 11;
-    for (HostTensor* tensor : {&q, &k, &v})
-      for (std::int64_t i = 0; i < tensor->elements(); ++i) tensor->set(i, draw(state));
+    const auto [q, k, v] = random_inputs(truth, 11);
     const HostTensor o = attention(truth, q, k, v, Defect::none);
 
     Case as_read = truth;
