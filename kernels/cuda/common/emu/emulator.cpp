@@ -117,6 +117,103 @@ void sanitizer_finish_switch(void* fake_stack_save, const void** old_bottom, std
 #endif
 }
 
+// A suspended fiber (or the scheduler): where it resumes when switched to.
+//
+// On x86-64 the switch is nine instructions (faprobe_emu_switch_stack below): the callee-saved registers
+// (rbx, rbp, r12-r15) and the SSE and x87 control words go on the suspended side's own stack and only its
+// stack pointer is kept, as the System V ABI allows at a call. glibc's swapcontext also saves and restores
+// the signal mask, a system call each way: 2 of every 3 seconds of an emulated FA-2 verify (b1 h4 s129
+// d64 bf16 causal: 437,204 rt_sigprocmask calls, 0.77 s of system time in 1.39 s) went there. Elsewhere,
+// and where the compiler may mark the code for shadow stacks (-fcf-protection: __CET__ & 2; a `ret` to a
+// fiber's first instruction is not on the shadow stack), it is swapcontext.
+#if defined(__x86_64__) && !(defined(__CET__) && (__CET__ & 2))
+#define FAPROBE_EMU_STACK_SWITCH 1
+#endif
+
+#if defined(FAPROBE_EMU_STACK_SWITCH)
+// faprobe_emu_switch_stack(&from_sp, to_sp): pushes the callee-saved registers and the control words,
+// stores the stack pointer in from_sp, loads to_sp, and pops the other side's the same way.
+extern "C" void faprobe_emu_switch_stack(void** from_sp, void* to_sp);
+asm(R"(
+  .text
+  .p2align 4
+  .globl faprobe_emu_switch_stack
+  .hidden faprobe_emu_switch_stack
+  .type faprobe_emu_switch_stack, @function
+faprobe_emu_switch_stack:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size faprobe_emu_switch_stack, .-faprobe_emu_switch_stack
+)");
+#endif
+
+class FiberContext {
+ public:
+  // Makes this context start `entry` on [stack, stack + bytes) when first switched to. entry must never
+  // return: it ends by switching away for good.
+  void prepare(void* stack, std::size_t bytes, void (*entry)()) {
+#if defined(FAPROBE_EMU_STACK_SWITCH)
+    // The frame faprobe_emu_switch_stack pops, from the new stack pointer up: the control words (the
+    // current ones, as makecontext would keep them), r15..rbx as zeros, rbp = 0 (the end of the frame
+    // chain), entry as the return address, then a zero return address for entry itself, so that entry
+    // starts with the stack aligned as after a call (rsp + 8 a multiple of 16).
+    auto* top = reinterpret_cast<std::uint64_t*>(
+        (reinterpret_cast<std::uintptr_t>(stack) + bytes) & ~std::uintptr_t{15});
+    std::uint64_t* frame = top - 9;
+    std::uint32_t mxcsr = 0;
+    std::uint16_t fpu_control = 0;
+    asm volatile("stmxcsr %0" : "=m"(mxcsr));
+    asm volatile("fnstcw %0" : "=m"(fpu_control));
+    frame[0] = std::uint64_t{mxcsr} | std::uint64_t{fpu_control} << 32;
+    for (int i = 1; i <= 6; ++i) frame[i] = 0;  // r15, r14, r13, r12, rbx, rbp
+    frame[7] = reinterpret_cast<std::uint64_t>(entry);
+    frame[8] = 0;
+    stack_pointer_ = frame;
+#else
+    getcontext(&context_);
+    context_.uc_stack.ss_sp = stack;
+    context_.uc_stack.ss_size = bytes;
+    context_.uc_link = nullptr;
+    makecontext(&context_, entry, 0);
+#endif
+  }
+
+  // Suspends the running code into `from` and resumes `to`.
+  static void swap(FiberContext& from, FiberContext& to) {
+#if defined(FAPROBE_EMU_STACK_SWITCH)
+    faprobe_emu_switch_stack(&from.stack_pointer_, to.stack_pointer_);
+#else
+    swapcontext(&from.context_, &to.context_);
+#endif
+  }
+
+ private:
+#if defined(FAPROBE_EMU_STACK_SWITCH)
+  void* stack_pointer_ = nullptr;
+#else
+  ucontext_t context_{};
+#endif
+};
+
 // Thrown at a blocked fiber's wait point when the launch is being abandoned, to unwind its stack.
 struct FiberCancelled {};
 
@@ -152,7 +249,7 @@ struct AsyncCopy {
 };
 
 struct Fiber {
-  ucontext_t context{};
+  FiberContext context;
   FiberState state = FiberState::runnable;
   bool started = false;
   Dim3 thread;
@@ -289,7 +386,7 @@ int scoped_checks = -1;  // -1: none, 0: off, 1: on
 class Launch;
 thread_local Launch* current_launch = nullptr;
 
-void fiber_entry();
+[[noreturn]] void fiber_entry();
 
 class Launch {
  public:
@@ -419,7 +516,13 @@ class Launch {
 
   // Called first and last on every fiber, around the kernel body.
   void fiber_started() { sanitizer_finish_switch(nullptr, &scheduler_stack_bottom_, &scheduler_stack_size_); }
-  void fiber_exiting() { sanitizer_start_switch(nullptr, scheduler_stack_bottom_, scheduler_stack_size_); }
+  // The last thing an exited fiber does: back to the scheduler, never to be resumed.
+  [[noreturn]] void fiber_exit() {
+    sanitizer_start_switch(nullptr, scheduler_stack_bottom_, scheduler_stack_size_);
+    FiberContext finished;
+    FiberContext::swap(finished, scheduler_);
+    std::abort();  // unreachable: nothing resumes `finished`
+  }
 
   // Records the first error of the CTA; run_block() rethrows it once the failing fiber has exited.
   void record_failure(std::string message) {
@@ -1223,7 +1326,7 @@ class Launch {
     Fiber& self = running();
     void* fake_stack = nullptr;
     sanitizer_start_switch(&fake_stack, scheduler_stack_bottom_, scheduler_stack_size_);
-    swapcontext(&self.context, &scheduler_);
+    FiberContext::swap(self.context, scheduler_);
     sanitizer_finish_switch(fake_stack, nullptr, nullptr);
     if (cancelling_) throw FiberCancelled{};
   }
@@ -1233,7 +1336,7 @@ class Launch {
     fibers_[i].started = true;
     void* fake_stack = nullptr;
     sanitizer_start_switch(&fake_stack, stacks_.stack(i), stacks_.stack_bytes());
-    swapcontext(&scheduler_, &fibers_[i].context);
+    FiberContext::swap(scheduler_, fibers_[i].context);
     sanitizer_finish_switch(fake_stack, nullptr, nullptr);
   }
 
@@ -1257,11 +1360,7 @@ class Launch {
       fiber.wgmma_in_flight.clear();
       fiber.wgmma_committed = 0;
       fiber.wgmma_fenced = false;
-      getcontext(&fiber.context);
-      fiber.context.uc_stack.ss_sp = stacks_.stack(i);
-      fiber.context.uc_stack.ss_size = stacks_.stack_bytes();
-      fiber.context.uc_link = &scheduler_;
-      makecontext(&fiber.context, fiber_entry, 0);
+      fiber.context.prepare(stacks_.stack(i), stacks_.stack_bytes(), fiber_entry);
     }
     for (unsigned i = 0; i < thread_count_; ++i) order_[i] = i;
     for (;;) {
@@ -1394,7 +1493,7 @@ class Launch {
   std::uint64_t seed_;                             // 0: the default schedule
   std::mt19937_64 random_;
   std::vector<unsigned> order_;                    // the order of one scheduler round
-  ucontext_t scheduler_{};
+  FiberContext scheduler_;
   const void* scheduler_stack_bottom_ = nullptr;  // the calling thread's stack, for the sanitizer
   std::size_t scheduler_stack_size_ = 0;
   Dim3 block_;
@@ -1404,7 +1503,7 @@ class Launch {
   std::string error_message_;
 };
 
-void fiber_entry() {
+[[noreturn]] void fiber_entry() {
   Launch& launch = *current_launch;
   Fiber& fiber = launch.running();
   launch.fiber_started();
@@ -1421,8 +1520,8 @@ void fiber_entry() {
     launch.record_failure(launch.location() + ": the kernel threw an exception not derived from std::exception");
   }
   fiber.state = FiberState::exited;
-  launch.fiber_exiting();
-}  // returns to the scheduler through uc_link
+  launch.fiber_exit();
+}
 
 Launch& running_launch(const char* what) {
   if (current_launch == nullptr) throw EmulationError(fmt::format("emulator: {} called outside a launch", what));
