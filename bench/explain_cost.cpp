@@ -8,8 +8,9 @@
 // corruption no hypothesis explains: each stops at its first row beyond the tolerance). Each output is
 // checked with the explainer left out (FAPROBE_EXPLAIN=0) and with it, the two taking turns for ROUNDS
 // rounds; the median of each is kept. A case where a mistake does not show (Q scaled when every row sees
-// one key) passes its check, so the explainer does not run there; it is counted and left out. The figure the explainer is held to is explain / check = (with −
-// without) / without, summed over the matrix and per case.
+// one key) passes its check, so the explainer does not run there; it is counted and left out. The figure
+// the explainer is held to is explain / check = (with − without) / without, summed over the matrix and
+// per case.
 //
 //   faprobe_bench_explain [ROUNDS]     default 3
 #include <algorithm>
@@ -24,6 +25,7 @@
 
 #include "default_config.hpp"
 #include "harness/axes.hpp"
+#include "harness/statistics.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"
 
@@ -62,11 +64,6 @@ HostTensor output_on_checked_rows(const Case& c, const InputSource& inputs) {
     }
   }
   return out;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 struct Timing {

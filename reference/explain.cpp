@@ -55,13 +55,7 @@ class Explainer {
     const KeyValues& kv = key_values(b, kv_head);
     const Eigen::MatrixXd& keys = hyp.swap_kv ? kv.v : kv.k;
     const Eigen::MatrixXd& values = hyp.swap_kv ? kv.k : kv.v;
-    const std::int64_t length = c_.seq_k_of(b);
-    const Mask mask = hyp.mask.value_or(c_.mask);
-    std::int64_t visible = length;
-    if (mask != Mask::none) {
-      const std::int64_t diagonal = mask == Mask::causal_top_left ? 0 : length - c_.seq_q;
-      visible = std::clamp<std::int64_t>(row + diagonal + 1 + hyp.shift, 0, length);
-    }
+    const std::int64_t visible = visible_keys(hyp.mask.value_or(c_.mask), row, c_.seq_q, c_.seq_k_of(b), hyp.shift);
     return attend(query, keys, values, visible, hyp.scale > 0 ? hyp.scale : c_.scale(), hyp.normalize);
   }
 
@@ -91,11 +85,7 @@ class Explainer {
     if (found == transposed_cache_.end()) {
       found = transposed_cache_.emplace(std::pair{b, kv_head}, read_key_values(b, kv_head, true_seq_k, true)).first;
     }
-    std::int64_t visible = true_seq_k;
-    if (c_.masked()) {
-      const std::int64_t diagonal = c_.mask == Mask::causal_top_left ? 0 : true_seq_k - true_seq_q;
-      visible = std::clamp<std::int64_t>(h + diagonal + 1, 0, true_seq_k);
-    }
+    const std::int64_t visible = visible_keys(c_.mask, h, true_seq_q, true_seq_k, 0);
     return attend(query, found->second.k, found->second.v, visible, c_.scale(), 1);
   }
 
@@ -107,6 +97,15 @@ class Explainer {
   }
 
  private:
+  // Keys query row `row` of `seq_q` sees among `seq_k` under `mask` (Case::visible_keys' rule), with the
+  // causal diagonal moved by `shift` keys.
+  static std::int64_t visible_keys(Mask mask, std::int64_t row, std::int64_t seq_q, std::int64_t seq_k,
+                                   std::int64_t shift) {
+    if (mask == Mask::none) return seq_k;
+    const std::int64_t diagonal = mask == Mask::causal_top_left ? 0 : seq_k - seq_q;
+    return std::clamp<std::int64_t>(row + diagonal + 1 + shift, 0, seq_k);
+  }
+
   // softmax(scale · keys[:visible] · query) · values[:visible], divided by the row sum `normalize` times.
   static Eigen::VectorXd attend(const Eigen::VectorXd& query, const Eigen::MatrixXd& keys,
                                 const Eigen::MatrixXd& values, std::int64_t visible, double scale, int normalize) {

@@ -7,8 +7,9 @@
 // (query head h reading KV head h % kv_heads instead of h / group), the output left unnormalized or
 // normalized twice, the output written (batch, heads, seq, head_dim) where (batch, seq, heads, head_dim)
 // was expected, or every tensor (batch, heads, seq, head_dim) read as (batch, seq, heads, head_dim) (files
-// saved from PyTorch's layout, when the shapes read that way are a case too). A hypothesis explains the output when its largest difference from the output, over the
-// rows looked at, is within the check's tolerance; each one that does is a line of the diagnosis.
+// saved from PyTorch's layout, when the shapes read that way are a case too). A hypothesis explains the
+// output when its largest difference from the output, over the rows looked at, is within the check's
+// tolerance; each one that does is a line of the diagnosis.
 //
 // Cost: the rows looked at are a subset of the check's own (the plan's heads, at most kRows rows of each,
 // the worst of them first), so that the twelve or so hypotheses together cost about as much as the check's
