@@ -411,6 +411,42 @@ FAPROBE_DEVICE float ex2_approx(float x) {
 #endif
 }
 
+// --- ex2.approx.ftz.f32: the same with subnormal inputs and results flushed to zero (PTX ISA "ex2": ".ftz":
+// "subnormal inputs and results to sign-preserving zero"). It is one MUFU.EX2; the plain form wraps each in
+// a range check and two multiplies (FSETP, @!P FMUL, MUFU.EX2, @!P FMUL) to produce subnormal results. The
+// online softmax uses this one: a probability below 2^-126 of the row's largest is zero either way in the
+// fp16/bf16/e4m3 P that follows. The emulator applies the flush on both sides around std::exp2. ---
+FAPROBE_DEVICE float ex2_approx_ftz(float x) {
+#if defined(__CUDACC__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;  // 2^(±0) = 1
+  const float y = std::exp2(x);
+  return std::fpclassify(y) == FP_SUBNORMAL ? 0.0f : y;  // 2^x > 0: the sign kept is +
+#endif
+}
+
+// --- fma.rn.f32 and max.f32 (PTX ISA "Floating Point Instructions"): a·b + c rounded once (FFMA), and the
+// larger of two floats (FMNMX; a NaN operand yields the other). Written out so that the softmax's
+// x·scale − max and its row maxima are one instruction each, whatever the compiler would contract. The
+// emulator computes the same: std::fma rounds once, std::fmax drops a NaN operand. ---
+FAPROBE_DEVICE float fma_rn(float a, float b, float c) {
+#if defined(__CUDACC__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+FAPROBE_DEVICE float max_f32(float a, float b) {
+#if defined(__CUDACC__)
+  return fmaxf(a, b);
+#else
+  return std::fmax(a, b);
+#endif
+}
+
 // --- 16-byte vector load from global memory: PTX ISA "ld" with .v4.u32 (LDG.128). Reads the
 // 16 bytes from element index (16-byte aligned, all inside the span) as four 32-bit words. ---
 struct alignas(16) Words4 {
@@ -444,7 +480,10 @@ template <typename T>
 FAPROBE_DEVICE void store_16(GlobalSpan<T> destination, std::size_t index, const Words4& words) {
   static_assert(16 % sizeof(T) == 0, "a 16-byte store writes whole elements");
 #if defined(__CUDACC__)
-  *reinterpret_cast<uint4*>(destination.data() + index) = make_uint4(words.word[0], words.word[1], words.word[2], words.word[3]);
+  // In PTX: a plain uint4 store from four scalars was split by nvcc 13 into four st.global.u32 (STG.E).
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(destination.data() + index), "r"(words.word[0]),
+               "r"(words.word[1]), "r"(words.word[2]), "r"(words.word[3])
+               : "memory");
 #else
   (void)destination[index + 16 / sizeof(T) - 1];  // bounds check of the last element
   T* first = &destination[index];
@@ -490,12 +529,26 @@ FAPROBE_DEVICE std::uint16_t float_to_bfloat16(float value) {
   return Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(value));
 #endif
 }
-// (lo, hi) rounded to f16 and packed: lo in bits 0-15.
+// (lo, hi) rounded to f16 (bf16) and packed: lo in bits 0-15. On the GPU one cvt.rn.f16x2.f32 /
+// cvt.rn.bf16x2.f32 (sm_80: a single F2FP.PACK_AB; PTX ISA "cvt": "the value converted from input a is
+// stored in the upper half of d"), where two scalar conversions cost two F2FP and a PRMT to merge them.
 FAPROBE_DEVICE std::uint32_t pack_half2(float lo, float hi) {
+#if defined(__CUDACC__)
+  std::uint32_t packed;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
+  return packed;
+#else
   return std::uint32_t{float_to_half(lo)} | (std::uint32_t{float_to_half(hi)} << 16);
+#endif
 }
 FAPROBE_DEVICE std::uint32_t pack_bfloat162(float lo, float hi) {
+#if defined(__CUDACC__)
+  std::uint32_t packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
+  return packed;
+#else
   return std::uint32_t{float_to_bfloat16(lo)} | (std::uint32_t{float_to_bfloat16(hi)} << 16);
+#endif
 }
 
 // The storage types as tags for kernel templates: Float (fp32), Half (fp16) and BFloat16 (bf16), each with

@@ -75,10 +75,14 @@ struct E4M3 {
   static FAPROBE_DEVICE std::uint32_t pack4(float b0, float b1, float b2, float b3) {
 #if defined(__CUDACC__)
 #if FAPROBE_SM90_PTX
-    unsigned short low = 0, high = 0;  // cvt d, a, b puts a in the upper byte of d
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(low) : "f"(b1), "f"(b0));
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(high) : "f"(b3), "f"(b2));
-    return std::uint32_t{low} | (std::uint32_t{high} << 16);
+    // cvt d, a, b puts a in the upper byte of d; mov.b32 joins the two halves without a shift and an or.
+    std::uint32_t packed;
+    asm("{\n\t.reg .b16 low, high;\n\t"
+        "cvt.rn.satfinite.e4m3x2.f32 low, %2, %1;\n\t"
+        "cvt.rn.satfinite.e4m3x2.f32 high, %4, %3;\n\t"
+        "mov.b32 %0, {low, high};\n}"
+        : "=r"(packed) : "f"(b0), "f"(b1), "f"(b2), "f"(b3));
+    return packed;
 #else
     (void)b0, (void)b1, (void)b2, (void)b3;
     __trap();
@@ -208,6 +212,42 @@ FAPROBE_DEVICE void wgmma_fence_operand(float (&registers)[Count]) {
   for (std::size_t i = 0; i < Count; ++i) asm volatile("" : "+f"(registers[i])::"memory");
 #else
   (void)registers;
+#endif
+}
+
+// The same for A fragments in registers (wgmma_rs): the hardware reads them while the wgmma is in flight, but
+// to the compiler they are dead once the instruction is issued, and ptxas then hands them to other values
+// (a softmax's temporaries, the next block's P) and must wait for the wgmma before the first such write,
+// which serializes what was meant to overlap. Fenced after the wait that retires the wgmma, they stay live
+// (and untouchable) until then.
+template <std::size_t Count>
+FAPROBE_DEVICE void wgmma_fence_operand(std::uint32_t (&registers)[Count]) {
+#if defined(__CUDACC__)
+  for (std::size_t i = 0; i < Count; ++i) asm volatile("" : "+r"(registers[i])::"memory");
+#else
+  (void)registers;
+#endif
+}
+
+// Pins the next wgmma_wait_group after the computation of a and b. ptxas schedules WARPGROUP.DEPBAR (the wait)
+// as early as its dependences allow, and work that does not touch the in-flight wgmma's registers gives it
+// none: a wait written after a softmax is hoisted above it, so the softmax no longer overlaps the wgmma (the
+// point of FA-3's intra-warpgroup pipelining). A shared-memory store stays ordered with the wait; one that
+// reads a and b (values the work computes last, such as its row sums) and is predicated off at run time by
+// `never` (non-zero never, but the compiler cannot know) costs one instruction and keeps the wait after them.
+// Nothing under emulation, where nothing is scheduled. tests/test_static_checks.cpp counts the MUFU.EX2 that
+// end up between the two waits of each FA-3 loop.
+FAPROBE_DEVICE void wgmma_wait_after(float a, float b, std::uint32_t never) {
+#if defined(__CUDACC__)
+#if FAPROBE_SM90_PTX
+  asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %0, 0;\n\t@q st.shared.v2.f32 [%1], {%2, %3};\n}" ::"r"(never), "r"(0u),
+               "f"(a), "f"(b) : "memory");
+#else
+  (void)a, (void)b, (void)never;
+  __trap();
+#endif
+#else
+  (void)a, (void)b, (void)never;
 #endif
 }
 

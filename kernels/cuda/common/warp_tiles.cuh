@@ -1,7 +1,6 @@
 // The tile steps every flash-style tensor-core kernel (cuda.fa1, cuda.fa2) builds on, written once on the
 // instruction layer: copying a (rows × head_dim) tile of Q, K or V into padded shared rows with cp.async,
-// and one warp's share of attention on 16 query rows: S = Q·Kᵀ, the scale and mask, P as mma A fragments,
-// and P·V. Fragment layouts are the PTX ISA's "Matrix Fragments for mma.m16n8k16 with floating point
+// and one warp's share of attention on 16 query rows: S = Q·Kᵀ, the mask, P as mma A fragments, and P·V. Fragment layouts are the PTX ISA's "Matrix Fragments for mma.m16n8k16 with floating point
 // type": with groupID = lane / 4 and quad_lane = lane % 4, accumulator elements 0, 1 are row groupID,
 // columns 2·quad_lane, +1 of an 8-wide tile, and elements 2, 3 the same columns of row groupID + 8.
 //
@@ -44,14 +43,33 @@ FAPROBE_DEVICE void load_rows(std::size_t shared_offset, GlobalSpan<const std::u
 }
 
 // Rows [first_row, first_row + Rows) of a (seq, heads, d) tensor slice starting at element base, copied by
-// the whole CTA (T::threads); rows at or past valid_rows are zero-filled.
-template <int Rows, class T>
+// the whole CTA (T::threads); rows at or past valid_rows are zero-filled, unless Checked is false (every row
+// of the tile exists: a steady-state tile). Each thread copies one 16-byte column chunk of every
+// (threads / chunks per row)-th row, walking one global index and one shared offset by a fixed step, so that
+// it holds two running addresses rather than one per chunk.
+template <int Rows, class T, bool Checked = true>
 FAPROBE_DEVICE void load_tile(std::size_t shared_offset, GlobalSpan<const std::uint16_t> source, std::size_t base,
                               std::size_t seq_stride, int first_row, int valid_rows, unsigned thread) {
-  load_rows<Rows, T, T::threads>(
-      shared_offset, source,
-      [=](int row) { return base + std::size_t{static_cast<unsigned>(first_row + row)} * seq_stride; },
-      valid_rows - first_row, thread);
+  constexpr int chunks_per_row = T::head_dim / 8;
+  static_assert(T::threads % chunks_per_row == 0, "every thread copies chunks of one column");
+  constexpr int rows_per_pass = T::threads / chunks_per_row;
+  static_assert(Rows % rows_per_pass == 0, "every thread copies the same number of chunks");
+  const int row0 = static_cast<int>(thread) / chunks_per_row;
+  const int column = static_cast<int>(thread) % chunks_per_row * 8;
+  std::size_t index = base + std::size_t{static_cast<unsigned>(first_row + row0)} * seq_stride + static_cast<unsigned>(column);
+  const std::size_t index_step = rows_per_pass * seq_stride;
+  std::size_t destination = shared_offset + (std::size_t{static_cast<unsigned>(row0)} * T::row_stride + static_cast<unsigned>(column)) * 2;
+  constexpr std::size_t destination_step = std::size_t{rows_per_pass} * T::row_stride * 2;
+  FAPROBE_UNROLL
+  for (int i = 0; i < Rows / rows_per_pass; ++i) {
+    if (!Checked || first_row + row0 + i * rows_per_pass < valid_rows) {
+      isa::cp_async_16(destination, source, index);
+    } else {
+      isa::shared_array<isa::Words4>(destination, 1)[0] = isa::Words4{};
+    }
+    index += index_step;
+    destination += destination_step;
+  }
 }
 
 // A warp's query rows are MTiles m16 row tiles, one below the other (16·MTiles rows); every K and V
@@ -91,24 +109,29 @@ FAPROBE_DEVICE void warp_scores(float (&scores)[MTiles][KeyTiles][4], std::size_
   }
 }
 
-// Multiplies a warp's scores by scale_log2 (log2 units for ex2) and, where mask is set, sets to -inf every
-// score of a key at or past seq_k or, under causal, right of its row's diagonal (row i sees keys
-// j ≤ i + diagonal, diagonal = seq_k − seq_q: bottom-right). key0 is the first key of the tile, rows[m]
-// the query rows of m-tile m's accumulator elements (0, 1) and (2, 3).
+// Sets to -inf every raw score of a key at or past seq_k or, under causal, right of its row's diagonal (row
+// i sees keys j ≤ i + diagonal, diagonal = seq_k − seq_q: bottom-right). key0 is the first key of the tile;
+// the lane's rows are warp_row0 + 16m + lane/4 (elements 0, 1 of m-tile m) and 8 more (elements 2, 3).
+// Branch-free: per score one compare against the row's key limit and one select. Only the blocks a kernel
+// peels off its steady-state loop (the ragged last key block, the blocks crossing the causal diagonal) come
+// here; the scale is applied in the softmax's exponent (online_softmax.cuh).
 template <int MTiles, int KeyTiles>
-FAPROBE_DEVICE void scale_and_mask(float (&scores)[MTiles][KeyTiles][4], float scale_log2, bool mask, int key0,
-                                   const int (&rows)[MTiles][2], int seq_k, bool causal, int diagonal, unsigned lane) {
+FAPROBE_DEVICE void apply_mask(float (&scores)[MTiles][KeyTiles][4], int key0, int warp_row0, int seq_k, bool causal,
+                               int diagonal, unsigned lane) {
+  const int column0 = key0 + static_cast<int>(lane % 4) * 2;
   FAPROBE_UNROLL
   for (int m = 0; m < MTiles; ++m) {
+    int limit[2];  // keys column0 + c with c < limit[h] are visible to the row of elements 2h, 2h + 1
+    FAPROBE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int row_end = causal ? warp_row0 + 16 * m + 8 * h + static_cast<int>(lane / 4) + diagonal + 1 : seq_k;
+      limit[h] = (row_end < seq_k ? row_end : seq_k) - column0;
+    }
     FAPROBE_UNROLL
     for (int t = 0; t < KeyTiles; ++t) {
       FAPROBE_UNROLL
       for (int e = 0; e < 4; ++e) {
-        scores[m][t][e] *= scale_log2;
-        if (mask) {
-          const int key = key0 + t * 8 + static_cast<int>(lane % 4) * 2 + e % 2;
-          if (key >= seq_k || (causal && key > rows[m][e / 2] + diagonal)) scores[m][t][e] = OnlineSoftmax::minus_infinity;
-        }
+        if (t * 8 + e % 2 >= limit[e / 2]) scores[m][t][e] = OnlineSoftmax::minus_infinity;
       }
     }
   }

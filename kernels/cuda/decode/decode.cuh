@@ -185,8 +185,7 @@ FAPROBE_DEVICE void attend_body(const Params& p) {
 
   float acc[1][dim_tiles][4] = {};  // this lane's share of the warp's unnormalized O
   OnlineSoftmax softmax;
-  softmax.reset();
-  const int no_rows[1][2] = {{0, 0}};  // decode has no causal mask to place: only the keys' end is masked
+  softmax.reset(p.scale_log2);
   for (int block = static_cast<int>(warp); block < key_blocks; block += T::warps) {
     const int key0 = key_begin + block * T::block_k;
     isa::cp_async_wait_group<0>();  // this lane's copies of K_j have landed
@@ -196,7 +195,7 @@ FAPROBE_DEVICE void attend_body(const Params& p) {
 
     float scores[1][key_tiles][4] = {};
     tiles::warp_scores<Element, T>(scores, T::q_offset, T::k_offset(warp), lane);
-    tiles::scale_and_mask(scores, p.scale_log2, key0 + T::block_k > key_end, key0, no_rows, key_end, false, 0, lane);
+    if (key0 + T::block_k > key_end) tiles::apply_mask(scores, key0, 0, key_end, false, 0, lane);  // only the keys' end
 
     isa::cp_async_wait_group<0>();  // this lane's copies of V_j have landed
     isa::sync_warp();               // every lane's have; every lane is done reading K_j
@@ -206,7 +205,7 @@ FAPROBE_DEVICE void attend_body(const Params& p) {
     }
 
     float alpha[OnlineSoftmax::rows];
-    softmax.absorb(scores[0], alpha);
+    softmax.absorb</*IsFirst=*/false, /*CheckInf=*/true>(scores[0], alpha);
     if constexpr (kDefect != Defect::no_rescale) {
       FAPROBE_UNROLL
       for (int t = 0; t < dim_tiles; ++t) {
@@ -223,6 +222,7 @@ FAPROBE_DEVICE void attend_body(const Params& p) {
   // with them), then the 4 warps merged per output element. ---
   isa::cp_async_wait_group<0>();
   isa::sync_threads();  // every warp is done with its tiles, which now take the partial outputs
+  softmax.finalize();   // each lane's share of its rows' sums, made whole over the quad
   const SharedSpan<float> partial_o =
       isa::shared_array<float>(T::partial_o_offset, std::size_t{T::warps} * T::group_rows * HeadDim);
   const SharedSpan<float> partial_lse = isa::shared_array<float>(T::partial_lse_offset, std::size_t{T::warps} * T::group_rows);

@@ -105,7 +105,7 @@ enum class Defect {
 // fp32 workspace that carries O, m and l between key blocks (fa1_emulated.cpp's make_params).
 struct Params : AttentionParams {
   GlobalSpan<float> o_acc;    // workspace (batch, heads, seq_q, d): the running, normalized O
-  GlobalSpan<float> row_max;  // workspace (batch, heads, seq_q): m, in log2 units of the scores
+  GlobalSpan<float> row_max;  // workspace (batch, heads, seq_q): m, the largest raw (unscaled) score
   GlobalSpan<float> row_sum;  // workspace (batch, heads, seq_q): l
 };
 
@@ -150,23 +150,26 @@ FAPROBE_DEVICE void warp_step(const Params& p, const CtaView& cta, int key_block
   float(&scores)[key_tiles][4] = tile_scores[0];
   tiles::warp_scores<Element, T>(tile_scores, q_offset + std::size_t{warp} * T::rows_per_warp * T::row_stride * 2,
                                  T::k_offset, lane);
-  tiles::scale_and_mask(tile_scores, p.scale_log2, needs_mask, key0, tile_rows, p.seq_k, p.causal, cta.diagonal, lane);
+  if (needs_mask) tiles::apply_mask(tile_scores, key0, q_row0, p.seq_k, p.causal, cta.diagonal, lane);
 
-  // --- Online softmax against the row state from the workspace (fresh on the first key block). ---
+  // --- Online softmax against the row state from the workspace (fresh on the first key block). The
+  // softmax keeps each lane's share of the row sum: the carried sum is lane 0's share of its quad. ---
   OnlineSoftmax softmax;
-  softmax.reset();
+  softmax.reset(p.scale_log2);
+  float old_sum[2] = {0.0f, 0.0f};
   if (!first) {
     FAPROBE_UNROLL
     for (int r = 0; r < 2; ++r) {
       if (rows[r] < p.seq_q) {
         softmax.row_max[r] = p.row_max[cta.state_base + static_cast<unsigned>(rows[r])];
-        softmax.row_sum[r] = p.row_sum[cta.state_base + static_cast<unsigned>(rows[r])];
+        old_sum[r] = p.row_sum[cta.state_base + static_cast<unsigned>(rows[r])];
+        softmax.row_sum[r] = quad_lane == 0 ? old_sum[r] : 0.0f;
       }
     }
   }
-  const float old_sum[2] = {softmax.row_sum[0], softmax.row_sum[1]};
   float alpha[2];
-  softmax.absorb(scores, alpha);
+  softmax.absorb</*IsFirst=*/false, /*CheckInf=*/true>(scores, alpha);  // alpha = 0 where nothing was seen yet
+  softmax.finalize();  // FA-1 needs the whole row sum after every block
   // O ← old_factor·O + new_factor·(P·V), i.e. diag(l_new)⁻¹ (diag(l)·e^{m−m_new}·O + P·V). Divisions, so that
   // a row the block adds nothing to keeps O exactly (l / l = 1).
   float old_factor[2], new_factor[2];

@@ -18,12 +18,15 @@
 // the A fragment and V read by ldmatrix.trans (cuda/common/warp_tiles.cuh). Shared memory holds one Q
 // tile, one K tile and one V tile of padded rows (16 bytes per row: conflict-free ldmatrix), and the copies
 // overlap the math as in flash-attention's forward kernel: V_j is fetched by cp.async while S = Q·K_jᵀ is
-// computed, K_{j+1} while the softmax and P·V_j are. At the end each warp stages its O rows, in the
+// computed, K_{j-1} while the softmax and P·V_j are (the key blocks are walked from the last to the first). At the end each warp stages its O rows, in the
 // output dtype, in its own (no longer needed) rows of the Q tile and writes them with 16-byte stores.
 //
 // Masks and edges: causal is bottom-right (row i sees keys j ≤ i + seq_k − seq_q). A CTA stops at the
-// last key block its last row sees; a warp skips the math of a key block whose keys all lie right of its
-// rows' diagonal, and masks by index only on a block that crosses its diagonal or the end of the keys.
+// last key block its last row sees. The key blocks are walked from the last to the first, as flash-attention
+// does, so that the blocks that need a mask (the ragged last one, those crossing the CTA's diagonal) come
+// first, in a loop of their own that also lets a warp skip a block whose keys all lie right of its rows'
+// diagonal; the rest run in a mask-free steady-state loop (no index arithmetic, no -inf test in the softmax:
+// online_softmax.cuh's budget).
 // Rows that see no key (the first seq_q − seq_k rows when seq_q > seq_k) end with l = 0 and are written
 // as zeros with LSE −inf. Loads past seq_q / seq_k are not issued; those shared rows are zeroed (a key past
 // seq_k gets score −inf and, with its V row zero, weight exactly 0). GQA/MQA: query head h reads KV head
@@ -53,8 +56,12 @@ namespace faprobe::cuda::fa2 {
 // Per lane a warp holds O (m_tiles · d/8 · 4 fp32), the score tile (m_tiles · block_k/8 · 4 fp32) and P
 // (m_tiles · block_k/16 · 4 packed registers), all within 255 registers with no spill (checked by ptxas
 // -warn-spills in every build and by tests/test_static_checks.cpp):
-//   d = 64:  2 m-tiles (block_q 128), block_k 64: O 64 + S 64 + P 32 registers.
-//   d = 128: 2 m-tiles (block_q 128), block_k 32: O 128 + S 32 + P 16 (block_k 64 spills 68 bytes on sm_80).
+//   d = 64:  2 m-tiles (block_q 128), block_k 64: O 64 + S 64 + P 32 registers (218 used). block_k 128,
+//            flash-attention's choice at d 64, needs S 128 + P 64 and spills 68 bytes (nvcc 13.0, sm_90a).
+//   d = 128: 2 m-tiles (block_q 128), block_k 32: O 128 + S 32 + P 16 (250 used). block_k 64, flash-attention's
+//            choice, reaches 255 registers with 68 bytes of spills and ~110 register moves per key block
+//            (nvcc 13.0, sm_80 and sm_90a): 957 instructions per 64 keys against 536 per 32 keys here, so
+//            the 11 % fewer instructions per key it would save are spent on moves and local memory.
 //   d = 256: 1 m-tile (block_q 64), block_k 32: O 128 + S 16 + P 8; two m-tiles would need 256 for O alone,
 //            and block_k 64 spills 268 bytes on sm_80.
 // Shared memory is one Q, one K and one V tile: 36, 51 and 66 KiB for d 64, 128 and 256.
@@ -132,12 +139,6 @@ FAPROBE_DEVICE void forward_body(const Params& p) {
 
   const int q0 = query_block * T::block_q;
   const int warp_row0 = q0 + static_cast<int>(warp) * T::rows_per_warp;
-  int rows[M][2];  // the query rows of this lane's accumulator elements (0, 1) and (2, 3) in each m-tile
-  FAPROBE_UNROLL
-  for (int m = 0; m < M; ++m) {
-    rows[m][0] = warp_row0 + 16 * m + static_cast<int>(lane / 4);
-    rows[m][1] = rows[m][0] + 8;
-  }
   const int diagonal = p.seq_k - p.seq_q;  // row i sees keys j <= i + diagonal under causal
   const int mask_diagonal = kDefect == Defect::causal_off_by_one ? diagonal + 1 : diagonal;
   // Keys [0, key_end) are seen by some row of the CTA, [0, warp_key_end) by some row of this warp.
@@ -149,42 +150,59 @@ FAPROBE_DEVICE void forward_body(const Params& p) {
     if (warp_last_row + diagonal + 1 < warp_key_end) warp_key_end = warp_last_row + diagonal + 1;
   }
   const int key_blocks = key_end > 0 ? (key_end + T::block_k - 1) / T::block_k : 0;
+  // Key blocks [0, full_blocks) are seen whole by every row of the CTA (the rows past seq_q too: their Q is
+  // zero): the steady-state loop runs them without a mask. The blocks from full_blocks on (the ragged last
+  // one, those crossing the causal diagonal) are masked. The loops walk the key blocks from the last to the
+  // first, as flash-attention's do, so the masked blocks come first and the mask-free loop follows.
+  int full_blocks = p.seq_k / T::block_k;
+  if (p.causal) {
+    const int first_row_end = q0 + mask_diagonal + 1;  // keys [0, first_row_end) are seen by the CTA's first row
+    const int fully_seen = first_row_end > 0 ? first_row_end / T::block_k : 0;
+    if (fully_seen < full_blocks) full_blocks = fully_seen;
+  }
+  if (full_blocks > key_blocks) full_blocks = key_blocks;
 
   if (key_blocks > 0) {
     tiles::load_tile<T::block_q, T>(T::q_offset, p.q, q_base, q_seq_stride, q0, p.seq_q, thread);
-    tiles::load_tile<T::block_k, T>(T::k_offset, p.k, kv_base, kv_seq_stride, 0, p.seq_k, thread);
+    tiles::load_tile<T::block_k, T>(T::k_offset, p.k, kv_base, kv_seq_stride, (key_blocks - 1) * T::block_k, p.seq_k, thread);
     isa::cp_async_commit_group();
   }
 
   float acc[M][dim_tiles][4] = {};  // this lane's share of the warp's unnormalized O
   OnlineSoftmax softmax[M];
   FAPROBE_UNROLL
-  for (int m = 0; m < M; ++m) softmax[m].reset();
+  for (int m = 0; m < M; ++m) softmax[m].reset(p.scale_log2);
   const std::size_t warp_q_rows = T::q_offset + std::size_t{warp} * T::rows_per_warp * T::row_stride * 2;
-  for (int key_block = 0; key_block < key_blocks; ++key_block) {
+  // One key block: the copies of V_j and K_{j-1} overlapped with S = Q·K_jᵀ and P·V_j, as in flash-attention's
+  // forward kernel. kMasked (a std::bool_constant) picks the masked body or the steady state's.
+  const auto key_block_step = [&](int key_block, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
     const int key0 = key_block * T::block_k;
     if constexpr (kDefect != Defect::no_cp_async_wait)
       isa::cp_async_wait_group<0>();  // this thread's copies of K_j (and of Q) have landed
     if constexpr (kDefect != Defect::missing_barrier) {
       // Every thread's copies have landed before any warp reads the tile (ldmatrix reads rows other
-      // threads copied), and every warp is done with V_{j-1}, whose buffer the next copy overwrites.
+      // threads copied), and every warp is done with V_{j+1}, whose buffer the next copy overwrites.
       isa::sync_threads();
     }
-    tiles::load_tile<T::block_k, T>(T::v_offset, p.v, kv_base, kv_seq_stride, key0, p.seq_k, thread);
+    // A steady-state block lies below seq_k: its rows need no bound (only the last block can be ragged).
+    tiles::load_tile<T::block_k, T, /*Checked=*/kMasked>(T::v_offset, p.v, kv_base, kv_seq_stride, key0, p.seq_k, thread);
     isa::cp_async_commit_group();
 
-    const bool active = key0 < warp_key_end;  // warp-uniform: some row of the warp sees a key of the block
+    // Under the mask, a warp whose rows see no key of the block skips its math (warp-uniform); in the
+    // steady state every row sees every key.
+    const bool active = !kMasked || key0 < warp_key_end;
     float scores[M][key_tiles][4] = {};
     if (active) {
       tiles::warp_scores<Element, T>(scores, warp_q_rows, T::k_offset, lane);
-      const bool mask = key0 + T::block_k > p.seq_k || (p.causal && key0 + T::block_k - 1 > warp_row0 + mask_diagonal);
-      tiles::scale_and_mask(scores, p.scale_log2, mask, key0, rows, p.seq_k, p.causal, mask_diagonal, lane);
+      if constexpr (kMasked) tiles::apply_mask(scores, key0, warp_row0, p.seq_k, p.causal, mask_diagonal, lane);
     }
 
     isa::cp_async_wait_group<0>();  // this thread's copies of V_j have landed
     isa::sync_threads();            // V_j complete for every warp; every warp is done reading K_j
-    if (key_block + 1 < key_blocks) {
-      tiles::load_tile<T::block_k, T>(T::k_offset, p.k, kv_base, kv_seq_stride, key0 + T::block_k, p.seq_k, thread);
+    if (key_block > 0) {  // K_{j-1}: every block before the last is whole
+      tiles::load_tile<T::block_k, T, /*Checked=*/false>(T::k_offset, p.k, kv_base, kv_seq_stride, key0 - T::block_k,
+                                                         p.seq_k, thread);
       isa::cp_async_commit_group();
     }
 
@@ -193,7 +211,9 @@ FAPROBE_DEVICE void forward_body(const Params& p) {
       FAPROBE_UNROLL
       for (int m = 0; m < M; ++m) {
         float alpha[OnlineSoftmax::rows];
-        softmax[m].absorb(scores[m], alpha);
+        // Masked blocks may hold rows that see no key yet (CheckInf); a warp's first active block may come
+        // after blocks it skipped, so no block is taken as the row's first (alpha is 0 until a key is seen).
+        softmax[m].template absorb</*IsFirst=*/false, /*CheckInf=*/kMasked>(scores[m], alpha);
         if constexpr (kDefect != Defect::no_rescale) {
           FAPROBE_UNROLL
           for (int t = 0; t < dim_tiles; ++t) {
@@ -205,7 +225,12 @@ FAPROBE_DEVICE void forward_body(const Params& p) {
       }
       tiles::warp_pv<Element, T>(acc, p_frag, T::v_offset, 0, lane);
     }
-  }
+  };
+  int key_block = key_blocks - 1;
+  for (; key_block >= full_blocks; --key_block) key_block_step(key_block, std::true_type{});
+  for (; key_block >= 0; --key_block) key_block_step(key_block, std::false_type{});
+  FAPROBE_UNROLL
+  for (int m = 0; m < M; ++m) softmax[m].finalize();
 
   // --- Epilogue: O = acc / l in the output dtype, staged in the warp's own rows of the Q tile (which only
   // this warp read) so that the global stores are 16 bytes wide; the LSE from the row state. ---
@@ -215,8 +240,9 @@ FAPROBE_DEVICE void forward_body(const Params& p) {
       FAPROBE_UNROLL
       for (int r = 0; r < 2; ++r) {
         const float lse = softmax[m].log_sum_exp(r);  // natural log; −inf for a row that saw no key
-        if (rows[m][r] < p.seq_q) {
-          p.lse[lse_base + static_cast<unsigned>(rows[m][r])] =
+        const int row = warp_row0 + 16 * m + 8 * r + static_cast<int>(lane / 4);
+        if (row < p.seq_q) {
+          p.lse[lse_base + static_cast<unsigned>(row)] =
               kDefect == Defect::lse_log2 ? lse / OnlineSoftmax::ln2 : lse;
         }
       }

@@ -13,9 +13,11 @@
 //   shared memory, runs the online softmax on S in registers (cuda/common/online_softmax.cuh, shared with
 //   FA-1, FA-2 and FlashDecoding), and issues O += P·V_j as wgmma with P from registers (the accumulator of
 //   S is, element for element, the A fragment of P·V; no trip through shared memory) and V_j N-major.
-// - Intra-warpgroup overlap (FA-3's Algorithm 2): S_{j+1} = Q·K_{j+1}ᵀ and O += P_j·V_j are issued back to
-//   back, and the softmax of S_{j+1} runs while P_j·V_j is still in the tensor cores; O is rescaled only
-//   after that wgmma has been waited for.
+// - Intra-warpgroup overlap (FA-3's Algorithm 2): S_j = Q·K_jᵀ and O += P_{j+1}·V_{j+1} are issued back to
+//   back (the key blocks run from the last to the first), and the softmax of S_j runs while P_{j+1}·V_{j+1} is
+//   still in the tensor cores; O is rescaled only after that wgmma has been waited for. ptxas would hoist
+//   that wait above the softmax (it has no dependence on it): isa::wgmma_wait_after pins it after the row
+//   sums, and tests/test_static_checks.cpp counts the exponentials that stay between the two waits.
 // - Pingpong between the consumers: two named barriers (NamedBarrier, an enum class) make the consumers
 //   take turns issuing their GEMMs, so that one's softmax (exp2, the multi-function unit) overlaps the
 //   other's GEMMs (the tensor cores).
@@ -30,9 +32,10 @@
 //
 // Masks and edges are FA-2's: bottom-right causal (row i sees keys j ≤ i + seq_k − seq_q), rows that see
 // no key written as zeros with LSE −inf; a CTA stops at the last key block its last row sees (causal block
-// skipping), and masks by index only on blocks that cross the diagonal or the end of the keys. TMA fills
-// the parts of a box past seq_q or seq_k with zeros, so no load needs a bound. GQA/MQA: query head h reads
-// KV head h / (heads / kv_heads).
+// skipping). The blocks that need a mask (the ragged last one, those crossing a consumer's diagonal) are the
+// first ones walked and run in a loop of their own; the rest run in a mask-free steady-state loop (the
+// softmax without its -inf test: online_softmax.cuh). TMA fills the parts of a box past seq_q or seq_k with
+// zeros, so no load needs a bound. GQA/MQA: query head h reads KV head h / (heads / kv_heads).
 //
 // Costs per (batch, head): FLOPs 4·seq_q·seq_k·d (about half under causal); HBM bytes: Q read and O written
 // once (2·seq_q·d·2), K and V read once per 128-row query block (mostly from L2), the LSE (4·seq_q).
@@ -246,13 +249,14 @@ FAPROBE_DEVICE void produce(const Params& params) {
     }
     const int kv_head = t.head / group;
     const int blocks = key_blocks<T>(p, t.query_block);
-    for (int j = 0; j < blocks; ++j, ++load) {
+    // From the last key block to the first, the consumers' order (the masked blocks first).
+    for (int j = blocks - 1; j >= 0; --j, ++load) {
       const auto stage = static_cast<unsigned>(load % T::stages);
       const auto empty_parity = static_cast<unsigned>(((load / T::stages) & 1) ^ 1);
       const std::size_t k_tile = T::k_offset + stage * T::k_tile_bytes;
       const std::size_t v_tile = T::v_offset + stage * T::v_tile_bytes;
       isa::mbarrier_wait_parity(T::k_empty + 8 * stage, empty_parity);
-      const std::uint32_t k_expected = kDefect == Defect::missing_expect_tx && j == 0 ? T::k_bytes / 2 : T::k_bytes;
+      const std::uint32_t k_expected = kDefect == Defect::missing_expect_tx && j == blocks - 1 ? T::k_bytes / 2 : T::k_bytes;
       isa::mbarrier_arrive(T::k_full + 8 * stage, k_expected);
       for (int c = 0; c < T::column_blocks; ++c) {
         const int coords[4] = {T::column_elements * c, j * T::block_k, kv_head, t.batch};
@@ -358,6 +362,7 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
   const int diagonal = p.seq_k - p.seq_q;
   const int mask_diagonal = kDefect == Defect::causal_off_by_one ? diagonal + 1 : diagonal;
   const unsigned consumers = T::consumer_threads;
+  const std::uint32_t never = p.seq_q < 0 ? 1u : 0u;  // 0: seq_q ≥ 0 always (make_attention_params checks it)
   if (consumer == 1) named_arrive(NamedBarrier::consumer0_turn, consumers);  // consumer 0 issues first
 
   int load = 0;
@@ -365,29 +370,34 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
   for (int tile = static_cast<int>(isa::block_idx_x()); tile < params.tiles; tile += static_cast<int>(isa::grid_dim_x())) {
     const Tile t = tile_at<T>(p, tile);
     const int row0 = t.query_block * T::block_q + static_cast<int>(consumer) * T::rows_per_consumer + static_cast<int>(warp) * 16;
-    const int rows[1][2] = {{row0 + static_cast<int>(lane / 4), row0 + static_cast<int>(lane / 4) + 8}};
     const int blocks = key_blocks<T>(p, t.query_block);
+
+    // Key blocks [0, full_blocks) are seen whole by every row of this consumer (bounded by its first row, which
+    // sees the fewest keys; rows past seq_q read zero Q): the steady-state loop runs them without a mask.
+    // The blocks from full_blocks on (the ragged last one, those crossing the causal diagonal) are masked.
+    // The blocks are walked from the last to the first, as flash-attention's FA-3 does, so that the masked
+    // ones come first and the mask-free loop follows.
+    int full_blocks = p.seq_k / T::block_k;
+    if (p.causal) {
+      const int first_row = t.query_block * T::block_q + static_cast<int>(consumer) * T::rows_per_consumer;
+      const int first_row_end = first_row + mask_diagonal + 1;  // keys [0, first_row_end) are seen by every row
+      const int fully_seen = first_row_end > 0 ? first_row_end / T::block_k : 0;
+      if (fully_seen < full_blocks) full_blocks = fully_seen;
+    }
 
     float output[dim_tiles][4] = {};
     float scores[1][key_tiles][4];
     std::uint32_t p_frag[key_steps][4];
+    float alpha[OnlineSoftmax::rows];
     OnlineSoftmax softmax;
-    softmax.reset();
+    softmax.reset(p.scale_log2);
     isa::mbarrier_wait_parity(T::q_full, static_cast<unsigned>(tile_count & 1));
-
-    // Scales and masks S_j, folds it into the row state and returns alpha for O.
-    auto softmax_step = [&](int j, float (&alpha)[OnlineSoftmax::rows]) {
-      const int key0 = j * T::block_k;
-      const bool mask = key0 + T::block_k > p.seq_k || (p.causal && key0 + T::block_k - 1 > row0 + mask_diagonal);
-      tiles::scale_and_mask(scores, p.scale_log2, mask, key0, rows, p.seq_k, p.causal, mask_diagonal, lane);
-      softmax.absorb(scores[0], alpha);
-    };
-
-    // Block 0 alone (its S has no P·V to overlap with), then the steady state, then the last block's P·V:
-    // peeled so that every wgmma wait in the loop is static, which ptxas needs to keep the overlap.
     const auto stage_of = [](int load_index) { return static_cast<unsigned>(load_index % T::stages); };
     const auto parity_of = [](int load_index) { return static_cast<unsigned>((load_index / T::stages) & 1); };
+
+    // The first block (the last key block): its S has no P·V to overlap with. Masked when it must be.
     if (blocks > 0) {
+      const int j = blocks - 1;
       isa::mbarrier_wait_parity(T::k_full + 8 * stage_of(load), parity_of(load));
       named_sync(my_turn, consumers);  // this consumer's turn at the tensor cores
       isa::wgmma_fence();
@@ -396,33 +406,41 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
       isa::wgmma_wait_group<0>();
       isa::wgmma_fence_operand(*reinterpret_cast<float (*)[T::block_k / 2]>(&scores[0][0][0]));
       if constexpr (kDefect != Defect::never_released) isa::mbarrier_arrive(T::k_empty + 8 * stage_of(load));
-      float alpha[OnlineSoftmax::rows];
-      softmax_step(0, alpha);  // O is still zero: nothing to rescale
+      if (j >= full_blocks) tiles::apply_mask(scores, j * T::block_k, row0, p.seq_k, p.causal, mask_diagonal, lane);
+      softmax.absorb</*IsFirst=*/true, /*CheckInf=*/true>(scores[0], alpha);  // O is still zero: no alpha
       probabilities_as_a<Element>(scores[0], p_frag);
       ++load;
     }
-    for (int j = 1; j < blocks; ++j, ++load) {
+    // One block j of the steady state (FA-3's intra-warpgroup overlap): S_j = Q·K_jᵀ and O += P_{j+1}·V_{j+1}
+    // issued back to back, the softmax of S_j while P_{j+1}·V_{j+1} is in the tensor cores, O rescaled once
+    // that wgmma is waited for. kMasked (a std::bool_constant) picks the masked body or the mask-free one.
+    const auto key_block_step = [&](int j, auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
       const unsigned stage = stage_of(load), previous_stage = stage_of(load - 1);
       if constexpr (kDefect != Defect::no_full_wait) isa::mbarrier_wait_parity(T::k_full + 8 * stage, parity_of(load));
-      // This consumer's turn: S_j, then P_{j-1}·V_{j-1}, issued back to back.
-      named_sync(my_turn, consumers);
+      named_sync(my_turn, consumers);  // this consumer's turn: S_j, then P_{j+1}·V_{j+1}
       if constexpr (kDefect != Defect::no_wgmma_fence) isa::wgmma_fence();
       issue_scores<Element, T, kDefect>(scores, consumer, T::k_offset + stage * T::k_tile_bytes);
       isa::mbarrier_wait_parity(T::v_full + 8 * previous_stage, parity_of(load - 1));
       issue_pv<Element, T>(output, p_frag, T::v_offset + previous_stage * T::v_tile_bytes);
       named_arrive(other_turn, consumers);
-      // The softmax of S_j runs while P_{j-1}·V_{j-1} is still in flight.
       if constexpr (kDefect == Defect::scores_read_in_flight) {
         isa::wgmma_wait_group<2>();
       } else {
-        isa::wgmma_wait_group<1>();
+        isa::wgmma_wait_group<1>();  // S_j is in; P_{j+1}·V_{j+1} may still run
       }
       isa::wgmma_fence_operand(*reinterpret_cast<float (*)[T::block_k / 2]>(&scores[0][0][0]));
       if constexpr (kDefect != Defect::never_released) isa::mbarrier_arrive(T::k_empty + 8 * stage);
-      float alpha[OnlineSoftmax::rows];
-      softmax_step(j, alpha);
+      if constexpr (kMasked) tiles::apply_mask(scores, j * T::block_k, row0, p.seq_k, p.causal, mask_diagonal, lane);
+      softmax.absorb</*IsFirst=*/false, /*CheckInf=*/kMasked>(scores[0], alpha);
+      // ptxas hoists the wait below above the whole softmax unless something it keeps in order pins it here.
+      isa::wgmma_wait_after(softmax.row_sum[0], softmax.row_sum[1], never);
       isa::wgmma_wait_group<0>();
       isa::wgmma_fence_operand(*reinterpret_cast<float (*)[T::head_dim / 2]>(&output[0][0]));
+      // P_{j+1} was read by the wgmma until now: kept live to here, its registers take no softmax temporary,
+      // which would make ptxas wait for the wgmma before the softmax (the overlap lost).
+#if defined(__CUDACC__)
+#endif
       isa::mbarrier_arrive(T::v_empty + 8 * previous_stage);
       if constexpr (kDefect != Defect::no_rescale) {
         FAPROBE_UNROLL
@@ -432,7 +450,11 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
         }
       }
       probabilities_as_a<Element>(scores[0], p_frag);
-    }
+      ++load;
+    };
+    int j = blocks - 2;
+    for (; j >= full_blocks; --j) key_block_step(j, std::true_type{});
+    for (; j >= 0; --j) key_block_step(j, std::false_type{});
     if (blocks > 0) {  // the last block's P·V
       const unsigned stage = stage_of(load - 1);
       isa::mbarrier_wait_parity(T::v_full + 8 * stage, parity_of(load - 1));
@@ -442,6 +464,7 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
       isa::wgmma_fence_operand(*reinterpret_cast<float (*)[T::head_dim / 2]>(&output[0][0]));
       isa::mbarrier_arrive(T::v_empty + 8 * stage);
     }
+    softmax.finalize();
     isa::mbarrier_arrive(T::q_empty);  // this thread is done with the tile's Q
     ++tile_count;
 
@@ -453,7 +476,7 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
          static_cast<unsigned>(t.head)) * T::head_dim;
     FAPROBE_UNROLL
     for (int r = 0; r < 2; ++r) {
-      const int row = rows[0][r];
+      const int row = row0 + static_cast<int>(lane / 4) + 8 * r;
       if (row >= p.seq_q) continue;
       const float inverse_sum = softmax.inverse_sum(r) * (kDefect == Defect::no_v_scale ? 1.0f : params.output_scale);
       const std::size_t row_base = q_base + std::size_t{static_cast<unsigned>(row)} * q_seq_stride + (lane % 4) * 2;
