@@ -16,7 +16,7 @@ PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions: 
 """
 import pathlib
 
-WIDTHS = [16, 32, 64, 96, 128, 192, 256]
+WIDTHS = [16, 32, 64, 80, 96, 128, 160, 176, 192, 224, 256]
 INPUTS = [("f16", 16), ("bf16", 16), ("e4m3", 32)]
 
 

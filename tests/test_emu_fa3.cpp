@@ -1,13 +1,17 @@
 // The cuda.fa3 kernel (kernels/cuda/fa3/fa3.cuh) under the CPU emulator, no GPU needed: the producer's TMA
-// loads through the mbarrier ring, the consumers' wgmma and pingpong, the persistent schedule, all run as
-// they are written; inputs from make_inputs, the output checked by the project's checker against the
-// float64 reference over odd shapes (lengths 1, 17, 129, 1000; head_dim 64, 128, 256; causal with
-// seq_q ≠ seq_k; GQA and MQA; fp16, bf16 and fp8_e4m3), with a persistent grid smaller than the tile count, the LSE
-// against a host computation, and planted defects: a swizzle mismatch between TMA and the wgmma
-// descriptor, a dropped rescale and an off-by-one causal mask must be caught; a stage never released and a
-// wrong transaction byte count must be reported as a deadlock naming the mbarrier, not hang.
+// loads through the mbarrier ring, the consumers' wgmma and pingpong, the TMA stores of O, the persistent
+// schedule, all run as they are written; inputs from make_inputs, the output checked by the project's checker
+// against the float64 reference over odd shapes (lengths 1, 17, 129, 1000; head_dim 64, 128, 256; causal with
+// seq_q ≠ seq_k; GQA and MQA; fp16, bf16 and fp8_e4m3), each in every tile instantiated for it, with a
+// persistent grid smaller than the tile count, the LSE against a host computation, and planted defects: a
+// swizzle mismatch between TMA and the wgmma descriptor, a dropped rescale and an off-by-one causal mask must
+// be caught; a stage never released and a wrong transaction byte count must be reported as a deadlock naming
+// the mbarrier, not hang; a TMA store without its proxy fence is reported.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -16,6 +20,7 @@
 #include "case_support.hpp"
 #include "cuda/common/emu/emulator.hpp"
 #include "cuda/fa3/fa3_emulated.hpp"
+#include "cuda/fa3/fa3_launch.hpp"
 #include "cuda/launchers.hpp"
 #include "emulator_test_support.hpp"
 #include "flash_kernel_support.hpp"
@@ -26,25 +31,49 @@ namespace faprobe {
 namespace {
 
 using cuda::fa3::Defect;
+using cuda::fa3::Instance;
 using namespace test_support;
 
-// The output of fa3 on case c under the emulator on a persistent grid of `sms` CTAs, with kDefect planted.
-template <Defect kDefect = Defect::none>
-HostTensor run_fa3(const Case& c, std::vector<float>* lse = nullptr, int sms = cuda::fa3::kEmulatedSms) {
+// The output of fa3 on case c under the emulator on a persistent grid of `sms` CTAs: the tile plain cuda.fa3
+// runs for the case, or `tile`.
+HostTensor run_fa3(const Case& c, std::vector<float>* lse = nullptr, int sms = cuda::fa3::kEmulatedSms,
+                   std::optional<cuda::Fa3Tile> tile = std::nullopt) {
+  const cuda::Fa3Tile chosen = tile ? *tile : *cuda::fa3_default_tile(c.dtype, c.head_dim, c.mask);
   return run_flash_kernel(
       c,
-      [sms](cuda::AttentionArgs& args) {
+      [&](cuda::AttentionArgs& args) {
         std::vector<std::uint64_t> workspace((cuda::fa3_workspace_bytes(args) + 7) / 8);  // V^T for fp8_e4m3
         args.workspace = workspace.data();
-        if constexpr (kDefect == Defect::none) {
-          if (sms == cuda::fa3::kEmulatedSms) {
-            cuda::fa3_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args);
-            return;
-          }
+        if (sms == cuda::fa3::kEmulatedSms) {
+          cuda::fa3_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args, chosen);
+        } else {
+          cuda::fa3::forward_emulated(args, chosen, sms);
         }
-        cuda::fa3::forward_emulated<kDefect>(args, sms);
       },
       lse);
+}
+
+// The output of fa3 with kDefect planted, in one instantiation per (dtype, head_dim) the defects are tried
+// on: a defect is compiled into one kernel body, not into every instantiation.
+template <Defect kDefect>
+HostTensor run_fa3_defect(const Case& c) {
+  return run_flash_kernel(c, [&](cuda::AttentionArgs& args) {
+    std::vector<std::uint64_t> workspace((cuda::fa3_workspace_bytes(args) + 7) / 8);
+    args.workspace = workspace.data();
+    if (c.dtype == DType::fp16 && c.head_dim == 64) {
+      cuda::fa3::forward_emulated<Instance<cuda::isa::Half, 64, 128, 128>, kDefect>(args);
+    } else if (c.dtype == DType::fp16 && c.head_dim == 128) {
+      cuda::fa3::forward_emulated<Instance<cuda::isa::Half, 128, 128, 128>, kDefect>(args);
+    } else if (c.dtype == DType::bf16 && c.head_dim == 64) {
+      cuda::fa3::forward_emulated<Instance<cuda::isa::BFloat16, 64, 192, 128>, kDefect>(args);
+    } else if (c.dtype == DType::bf16 && c.head_dim == 128) {
+      cuda::fa3::forward_emulated<Instance<cuda::isa::BFloat16, 128, 128, 128>, kDefect>(args);
+    } else if (c.dtype == DType::fp8_e4m3 && c.head_dim == 128) {
+      cuda::fa3::forward_emulated<Instance<cuda::isa::E4M3, 128, 128, 128>, kDefect>(args);
+    } else {
+      throw std::invalid_argument("run_fa3_defect: no planted instantiation for " + c.label());
+    }
+  });
 }
 
 VerifyResult check(const Case& c, const HostTensor& output) { return check_output(c, GeneratedInputs(c), output); }
@@ -52,7 +81,7 @@ VerifyResult check(const Case& c, const HostTensor& output) { return check_outpu
 // The EmulationError message of running fa3 with kDefect on c ("" if it ran), within the hang deadline.
 template <Defect kDefect>
 std::string emulation_error(const Case& c) {
-  return emu::testing::launch_error([&] { run_fa3<kDefect>(c); });
+  return emu::testing::launch_error([&] { run_fa3_defect<kDefect>(c); });
 }
 
 // Block sizes (Traits): 128 query rows (two consumers of 64); keys 128 per block at d 64 and 128, 64 at 256.
@@ -84,17 +113,44 @@ std::vector<Case> odd_shapes() {
   };
 }
 
-class Fa3OddShapes : public testing::TestWithParam<Case> {};
+// Every odd shape in every tile instantiated for its dtype and head_dim (fa3/CMakeLists.txt's list).
+struct TiledCase {
+  Case c;
+  cuda::Fa3Tile tile;
+};
+std::vector<TiledCase> odd_shapes_in_every_tile() {
+  std::vector<TiledCase> cases;
+  for (const Case& c : odd_shapes())
+    for (const cuda::Fa3Instantiation& i : cuda::fa3_instantiations())
+      if (i.dtype == c.dtype && i.head_dim == c.head_dim) cases.push_back({c, i.tile});
+  return cases;
+}
+void PrintTo(const TiledCase& t, std::ostream* out) { *out << t.c.label() << " tile " << t.tile.name(); }
+std::string tiled_case_name(const testing::TestParamInfo<TiledCase>& info) {
+  return case_name(testing::TestParamInfo<Case>(info.param.c, info.index)) + "_" + info.param.tile.name();
+}
+
+class Fa3OddShapes : public testing::TestWithParam<TiledCase> {};
 
 TEST_P(Fa3OddShapes, MatchesReference) {
-  const Case& c = GetParam();
-  ASSERT_EQ(cuda::fa3_supports(c.dtype, c.head_dim), "");
-  const VerifyResult result = check(c, run_fa3(c));
-  EXPECT_TRUE(result.passed) << c.label() << ": " << describe(result);
+  const Case& c = GetParam().c;
+  ASSERT_EQ(cuda::fa3_supports(c, GetParam().tile), "");
+  const VerifyResult result = check(c, run_fa3(c, nullptr, cuda::fa3::kEmulatedSms, GetParam().tile));
+  EXPECT_TRUE(result.passed) << c.label() << " tile " << GetParam().tile.name() << ": " << describe(result);
   EXPECT_GT(result.rows_checked, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Emulated, Fa3OddShapes, testing::ValuesIn(odd_shapes()), case_name);
+INSTANTIATE_TEST_SUITE_P(Emulated, Fa3OddShapes, testing::ValuesIn(odd_shapes_in_every_tile()), tiled_case_name);
+
+// Every instantiation of the list is run by some odd shape (so none escapes the matrix above).
+TEST(Fa3, EveryInstantiationIsInTheVerifyMatrix) {
+  for (const cuda::Fa3Instantiation& i : cuda::fa3_instantiations()) {
+    const auto cases = odd_shapes_in_every_tile();
+    EXPECT_TRUE(std::any_of(cases.begin(), cases.end(), [&](const TiledCase& t) {
+      return t.c.dtype == i.dtype && t.c.head_dim == i.head_dim && t.tile == i.tile;
+    })) << to_string(i.dtype) << " d" << i.head_dim << " " << i.tile.name();
+  }
+}
 
 TEST(Fa3, PersistentGridSmallerThanTheTilesWalksEveryTile) {
   // 3 CTAs for 2·3·ceil(300/128) = 18 tiles of mixed lengths (causal): each CTA runs 6 tiles, so the K/V
@@ -122,19 +178,47 @@ TEST(Fa3, LogSumExpMatchesHost) {
 }
 
 TEST(Fa3, RefusesWhatIsNotInstantiatedWithAReason) {
-  expect_refuses_with_reasons(cuda::fa3_supports, cuda::fa3_forward, 96);
-  EXPECT_NE(cuda::fa3_supports(DType::fp32, 64).find("fa3"), std::string::npos) << "the reason names the kernel";
+  const auto supports = [](DType dtype, std::int64_t head_dim) {
+    return cuda::fa3_supports(make_case(1, 1, 1, 64, 64, head_dim, dtype, Mask::none), std::nullopt);
+  };
+  const auto forward = [](const cuda::Launch& launch, const cuda::AttentionArgs& args) {
+    cuda::fa3_forward(launch, args, cuda::Fa3Tile{128, 128});
+  };
+  expect_refuses_with_reasons(supports, forward, 96);
+  EXPECT_NE(supports(DType::fp32, 64).find("fa3"), std::string::npos) << "the reason names the kernel";
+  // A tile that is not built for the case names where it is built.
+  const std::string reason =
+      cuda::fa3_supports(make_case(1, 1, 1, 64, 64, 64, DType::bf16, Mask::none), cuda::Fa3Tile{128, 176});
+  EXPECT_NE(reason.find("the fa3 tile 128x176 is instantiated for fp16 d128, bf16 d128 only"), std::string::npos) << reason;
+  EXPECT_NE(cuda::fa3_supports(make_case(1, 1, 1, 64, 64, 64, DType::bf16, Mask::causal_top_left), std::nullopt)
+                .find("bottom-right"),
+            std::string::npos);
 }
 
-TEST(Fa3, ShapeIsThreeWarpgroupsWithinHoppersSharedMemory) {
-  for (const std::int64_t d : {64, 128, 256}) {
-    const cuda::KernelShape shape = cuda::fa3_shape(DType::fp16, d);
-    EXPECT_EQ(shape.threads, 384) << "a producer and two consumer warpgroups";
-    EXPECT_EQ(shape.block_q, 128) << "64 rows (wgmma's M) per consumer";
-    // Q, two K and two V stages of 128-byte swizzled boxes, and 10 mbarriers of 8 bytes (Q full/empty, and full/empty per K and V stage).
-    EXPECT_EQ(shape.shared_bytes, std::size_t(shape.block_q + 4 * shape.block_k) * std::size_t(d) * 2 + 10 * 8);
+// Each instantiation: a producer and block_q / 64 consumer warpgroups, and its shared memory within Hopper's:
+// Q, two K and two V stages, e4m3's O staging (16-bit O is staged in Q), 10 mbarriers of 8 bytes.
+TEST(Fa3, ShapesAreWarpgroupsWithinHoppersSharedMemory) {
+  for (const cuda::Fa3Instantiation& i : cuda::fa3_instantiations()) {
+    SCOPED_TRACE(testing::Message() << to_string(i.dtype) << " d" << i.head_dim << " " << i.tile.name());
+    const cuda::KernelShape shape = cuda::fa3_shape(i.dtype, i.head_dim, i.tile);
+    EXPECT_EQ(shape.threads, 128 + 128 * (i.tile.block_q / 64));
+    EXPECT_EQ(shape.block_q, i.tile.block_q);
+    EXPECT_EQ(shape.block_k, i.tile.block_k);
+    const std::size_t element = i.dtype == DType::fp8_e4m3 ? 1 : 2;
+    const std::size_t o_staging = i.dtype == DType::fp8_e4m3 ? std::size_t(shape.block_q) * std::size_t(i.head_dim) * 2 : 0;
+    EXPECT_EQ(shape.shared_bytes,
+              std::size_t(shape.block_q + 4 * shape.block_k) * std::size_t(i.head_dim) * element + o_staging + 10 * 8);
     EXPECT_LE(shape.shared_bytes, std::size_t{227} * 1024);
   }
+  // Each (dtype, head_dim, mask) of the kernel has exactly one default tile.
+  for (DType dtype : {DType::fp16, DType::bf16, DType::fp8_e4m3})
+    for (std::int64_t d : {64, 128, 256})
+      for (Mask mask : {Mask::none, Mask::causal}) {
+        int defaults = 0;
+        for (const cuda::Fa3Instantiation& i : cuda::fa3_instantiations())
+          if (i.dtype == dtype && i.head_dim == d && (mask == Mask::none ? i.default_without_mask : i.default_causal)) ++defaults;
+        EXPECT_EQ(defaults, 1) << to_string(dtype) << " d" << d << " " << to_string(mask);
+      }
 }
 
 // --- Planted defects. ---
@@ -144,7 +228,7 @@ TEST(Fa3, ShapeIsThreeWarpgroupsWithinHoppersSharedMemory) {
 TEST(Fa3Planted, SwizzleMismatchBetweenTmaAndWgmmaIsCaught) {
   const Case c = make_case(1, 2, 2, 129, 129, 128, DType::fp16, Mask::none);
   EXPECT_TRUE(check(c, run_fa3(c)).passed);
-  const VerifyResult bad = check(c, run_fa3<Defect::swizzle_mismatch>(c));
+  const VerifyResult bad = check(c, run_fa3_defect<Defect::swizzle_mismatch>(c));
   EXPECT_FALSE(bad.passed) << "swizzle_mismatch not caught: " << describe(bad);
   std::printf("swizzle_mismatch: %s\n", describe(bad).c_str());
 }
@@ -154,21 +238,21 @@ TEST(Fa3Planted, NoRescaleIsCaught) {
   expect_defect_caught("no_rescale", make_case(1, 2, 2, 100, 600, 64, DType::fp16, Mask::none),
                        make_case(1, 2, 2, 100, 100, 64, DType::fp16, Mask::none), "one key block needs no rescale",
                        [](const Case& c) { return run_fa3(c); },
-                       [](const Case& c) { return run_fa3<Defect::no_rescale>(c); });
+                       [](const Case& c) { return run_fa3_defect<Defect::no_rescale>(c); });
 }
 
 TEST(Fa3Planted, CausalOffByOneIsCaught) {
   expect_defect_caught("causal_off_by_one", make_case(1, 1, 1, 129, 129, 128, DType::bf16, Mask::causal),
                        make_case(1, 1, 1, 129, 129, 128, DType::bf16, Mask::none), "no causal mask, nothing to get wrong",
                        [](const Case& c) { return run_fa3(c); },
-                       [](const Case& c) { return run_fa3<Defect::causal_off_by_one>(c); });
+                       [](const Case& c) { return run_fa3_defect<Defect::causal_off_by_one>(c); });
 }
 
 // e4m3 without V's per-tensor scale (2^-6): O is 64 times too large, far outside fp8's own tolerance.
 TEST(Fa3Planted, Fp8WithoutTheVScaleIsCaught) {
   const Case c = make_case(1, 2, 1, 129, 200, 128, DType::fp8_e4m3, Mask::causal);
   EXPECT_TRUE(check(c, run_fa3(c)).passed);
-  const VerifyResult bad = check(c, run_fa3<Defect::no_v_scale>(c));
+  const VerifyResult bad = check(c, run_fa3_defect<Defect::no_v_scale>(c));
   EXPECT_FALSE(bad.passed) << "no_v_scale not caught: " << describe(bad);
 }
 
@@ -217,9 +301,18 @@ TEST(Fa3Planted, AMissingWgmmaFenceIsReported) {
   emu::testing::expect_mentions(emulation_error<Defect::no_wgmma_fence>(c), {"fa3_fp16_hdim64", "without a wgmma.fence"});
 }
 
+// No fence.proxy.async between the consumers' stmatrix of O and the TMA store that reads it: the store (the
+// async proxy) may read shared memory before the generic-proxy writes are visible to it.
+TEST(Fa3Planted, AStoreOfOWithoutTheProxyFenceIsReported) {
+  const Case c = make_case(1, 1, 1, 128, 128, 64, DType::fp16, Mask::none);
+  emu::testing::expect_mentions(emulation_error<Defect::no_store_fence>(c), {"fa3_fp16_hdim64", "fence.proxy.async"});
+}
+
 // Seeded schedules (shuffled fibers, random switches, shuffled CTAs) give the same output, bit for bit.
 TEST(Fa3Schedules, VariedSchedulesDoNotChangeTheOutput) {
   expect_same_output_under_schedules(make_case(1, 4, 2, 200, 300, 64, DType::fp16, Mask::causal), [](const Case& c) { return run_fa3(c); });
+  // Three consumers in turn (192-row tiles) and the O stores they share the staging area with.
+  expect_same_output_under_schedules(make_case(1, 3, 1, 500, 450, 64, DType::bf16, Mask::none), [](const Case& c) { return run_fa3(c); });
 }
 
 TEST(Fa3Timing, EmulatedVerifySeq1024) {

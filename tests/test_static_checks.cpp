@@ -46,6 +46,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -56,6 +57,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -202,6 +204,8 @@ struct Function {
   bool has_resources = false;
   std::map<std::string, long> resources;  // REG, STACK, SHARED, LOCAL, ... from -res-usage
   std::vector<std::string> sass;          // instructions without address and predicate: "HMMA.16816.F32 R8, R4, R2, R12"
+  std::vector<unsigned long> addresses;   // each instruction's address ("/*05e0*/")
+  std::vector<bool> predicated;           // whether it runs under a predicate ("@P0", "@!P2")
 
   std::string id() const { return demangled() + " [" + arch + ", " + object + "]"; }
   std::string demangled() const { return demangle(name); }
@@ -235,7 +239,7 @@ std::vector<Function> parse_dump(const std::string& text) {
   static const std::regex resource_function(R"(^ Function ([^ :]+):\s*$)");
   static const std::regex resource_value(R"(([A-Z_]+(?:\[\d+\])?):(\d+))");
   static const std::regex sass_function(R"(^\s*Function : (\S+)\s*$)");
-  static const std::regex instruction(R"(^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([^;]*?)\s*;)");
+  static const std::regex instruction(R"(^\s*/\*([0-9a-f]+)\*/\s+(@!?U?P\w+\s+)?([^;]*?)\s*;)");
   std::map<FunctionKey, Function> functions;
   std::string object, current_arch;
   Function* resources_for = nullptr;  // the function whose resource line comes next
@@ -251,7 +255,11 @@ std::vector<Function> parse_dump(const std::string& text) {
   std::smatch match;
   for (std::string line; std::getline(lines, line);) {
     if (line.find("/*") != std::string::npos) {  // most lines: SASS, or its encoding's second half
-      if (sass_for != nullptr && std::regex_search(line, match, instruction)) sass_for->sass.push_back(match[1]);
+      if (sass_for != nullptr && std::regex_search(line, match, instruction)) {
+        sass_for->addresses.push_back(std::stoul(match[1], nullptr, 16));
+        sass_for->predicated.push_back(match[2].matched);
+        sass_for->sass.push_back(match[3]);
+      }
     } else if (std::regex_match(line, match, member)) {
       object = match[1];
       resources_for = sass_for = nullptr;
@@ -281,6 +289,156 @@ std::vector<Function> faprobe_functions(const std::vector<Function>& all) {
     if (f.name.find("faprobe") != std::string::npos) ours.push_back(f);
   }
   return ours;
+}
+
+// --- The steady-state loop of a kernel, read from its SASS ---
+//
+// The control-flow graph of one function: basic blocks split at branch targets and after each branch and exit;
+// a BRA names its target's address ("BRA 0x2f20"), and one without a predicate (like an EXIT without one) does
+// not fall through. Loops are natural loops: for a back edge u → h (h dominates u), the blocks that reach u
+// without passing h; the back edges to one header make one loop. A loop's own instructions are those of its
+// blocks in no smaller loop inside it: the mbarrier try-wait spins, which run once per wait that finds the
+// phase incomplete, not once per key block, are loops of their own.
+//
+// The steady-state loop of an attention kernel is the smallest loop whose own instructions hold both a tensor
+// core MMA (HMMA, HGMMA, QGMMA) and an exponential (MUFU.EX2): one key block of its mask-free loop (the masked
+// blocks run in a larger copy of it, with the mask's arithmetic).
+struct LoopCounts {
+  bool found = false;
+  unsigned long header = 0;  // the address the loop starts at
+  int instructions = 0, mma = 0, ex2 = 0, fmnmx = 0, bssy = 0;
+  int range_checks = 0;       // FSETP.GEU ... -126: the test plain ex2.approx wraps each MUFU.EX2 in
+  int ex2_between_waits = 0;  // MUFU.EX2 after a WARPGROUP.DEPBAR.LE gsb0, 0x1 and before the 0x0 that follows
+};
+
+std::string opcode_of(const std::string& instruction) { return instruction.substr(0, instruction.find(' ')); }
+bool has_prefix(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
+
+LoopCounts steady_state_loop(const Function& f) {
+  const std::size_t n = f.sass.size();
+  std::map<unsigned long, std::size_t> index_of;
+  for (std::size_t i = 0; i < n; ++i) index_of[f.addresses[i]] = i;
+  static const std::regex target(R"(0x([0-9a-f]+))");
+  std::vector<long> branch_to(n, -1);  // an instruction's branch target, as an instruction index
+  std::set<std::size_t> leaders{0};
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string op = opcode_of(f.sass[i]);
+    std::smatch found;
+    if (has_prefix(op, "BRA") && std::regex_search(f.sass[i], found, target)) {
+      const auto at = index_of.find(std::stoul(found[1], nullptr, 16));
+      if (at != index_of.end()) {
+        branch_to[i] = static_cast<long>(at->second);
+        leaders.insert(at->second);
+      }
+    }
+    if (has_prefix(op, "BRA") || has_prefix(op, "EXIT") || has_prefix(op, "RET") || has_prefix(op, "BRX"))
+      if (i + 1 < n) leaders.insert(i + 1);
+  }
+  const std::vector<std::size_t> starts(leaders.begin(), leaders.end());
+  const std::size_t blocks = starts.size();
+  std::vector<std::size_t> block_of(n);
+  for (std::size_t b = 0; b < blocks; ++b)
+    for (std::size_t i = starts[b]; i < (b + 1 < blocks ? starts[b + 1] : n); ++i) block_of[i] = b;
+  const auto end_of = [&](std::size_t b) { return b + 1 < blocks ? starts[b + 1] : n; };
+  std::vector<std::vector<std::size_t>> successors(blocks), predecessors(blocks);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::size_t last = end_of(b) - 1;
+    const std::string op = opcode_of(f.sass[last]);
+    const bool stops = !f.predicated[last] && (has_prefix(op, "BRA") || has_prefix(op, "EXIT") || has_prefix(op, "RET") ||
+                                               has_prefix(op, "BRX"));
+    if (branch_to[last] >= 0) successors[b].push_back(block_of[static_cast<std::size_t>(branch_to[last])]);
+    if (!stops && end_of(b) < n) successors[b].push_back(b + 1);
+  }
+  std::vector<bool> reachable(blocks, false);
+  std::vector<std::size_t> stack{0};
+  reachable[0] = true;
+  while (!stack.empty()) {
+    const std::size_t b = stack.back();
+    stack.pop_back();
+    for (std::size_t next : successors[b]) {
+      if (reachable[next]) continue;
+      reachable[next] = true;
+      stack.push_back(next);
+    }
+  }
+  for (std::size_t b = 0; b < blocks; ++b)
+    if (reachable[b])
+      for (std::size_t next : successors[b]) predecessors[next].push_back(b);
+  // Dominators, iterated to the fixed point over the reachable blocks.
+  std::vector<std::vector<bool>> dominators(blocks, std::vector<bool>(blocks, true));
+  dominators[0].assign(blocks, false);
+  dominators[0][0] = true;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t b = 1; b < blocks; ++b) {
+      if (!reachable[b]) continue;
+      std::vector<bool> next(blocks, true);
+      for (std::size_t p : predecessors[b])
+        for (std::size_t i = 0; i < blocks; ++i) next[i] = next[i] && dominators[p][i];
+      next[b] = true;
+      if (next != dominators[b]) {
+        dominators[b] = std::move(next);
+        changed = true;
+      }
+    }
+  }
+  std::map<std::size_t, std::set<std::size_t>> loops;  // header → body
+  for (std::size_t u = 0; u < blocks; ++u) {
+    if (!reachable[u]) continue;
+    for (std::size_t h : successors[u]) {
+      if (!dominators[u][h]) continue;
+      std::set<std::size_t>& body = loops[h];
+      body.insert(h);
+      std::vector<std::size_t> work{u};
+      while (!work.empty()) {
+        const std::size_t b = work.back();
+        work.pop_back();
+        if (body.insert(b).second)
+          for (std::size_t p : predecessors[b]) work.push_back(p);
+      }
+    }
+  }
+  LoopCounts best;
+  for (const auto& [header, body] : loops) {
+    std::set<std::size_t> inner;
+    for (const auto& [other_header, other] : loops)
+      if (other_header != header && other.size() < body.size() &&
+          std::includes(body.begin(), body.end(), other.begin(), other.end()))
+        inner.insert(other.begin(), other.end());
+    LoopCounts counts;
+    counts.found = true;
+    counts.header = f.addresses[starts[header]];
+    int wait_state = 0;  // 1 after DEPBAR.LE gsb0, 0x1
+    for (std::size_t b : body) {
+      if (inner.count(b) != 0) continue;
+      for (std::size_t i = starts[b]; i < end_of(b); ++i) {
+        const std::string& text = f.sass[i];
+        const std::string op = opcode_of(text);
+        ++counts.instructions;
+        if (has_prefix(op, "HMMA") || has_prefix(op, "HGMMA") || has_prefix(op, "QGMMA")) ++counts.mma;
+        if (has_prefix(op, "MUFU.EX2")) {
+          ++counts.ex2;
+          if (wait_state == 1) ++counts.ex2_between_waits;
+        }
+        if (has_prefix(op, "FMNMX")) ++counts.fmnmx;
+        if (has_prefix(op, "BSSY")) ++counts.bssy;
+        if (has_prefix(op, "FSETP.GEU") && text.find("-126") != std::string::npos) ++counts.range_checks;
+        if (has_prefix(op, "WARPGROUP.DEPBAR")) wait_state = text.find("0x1") != std::string::npos ? 1 : 0;
+      }
+    }
+    if (counts.mma == 0 || counts.ex2 == 0) continue;
+    if (!best.found || counts.instructions < best.instructions) best = counts;
+  }
+  return best;
+}
+
+std::string describe(const LoopCounts& loop) {
+  if (!loop.found) return "no loop holds both an MMA and a MUFU.EX2";
+  std::ostringstream text;
+  text << "loop at 0x" << std::hex << loop.header << std::dec << ": " << loop.instructions << " instructions, "
+       << loop.mma << " MMA, " << loop.ex2 << " MUFU.EX2 (" << loop.ex2_between_waits << " between the waits), "
+       << loop.fmnmx << " FMNMX, " << loop.bssy << " BSSY, " << loop.range_checks << " ex2 range checks";
+  return text.str();
 }
 
 // Every way each function uses local memory, one line each; empty when none does.
@@ -337,7 +495,14 @@ struct PtxasFunction {
   long stack_frame = -1, spill_stores = -1, spill_loads = -1;
   bool setmaxnreg_ignored = false;  // ptxas said "(C7508) ... 'setmaxnreg' ignored" for this entry
   long registers = -1;              // "Used N registers" (entries only; -1 for a device function)
+  std::string wgmma_serialized = "-";  // the code of ptxas's "wgmma.mma_async instructions are serialized" note
 };
+
+// ptxas's note that it serialized a function's wgmma (each waits for the one before: no asynchrony left), with
+// the reason's code: C7510-C7515 and C7520 name what made it (registers of a wgmma in flight touched,
+// insufficient registers, a wait in divergent code...). It names the function.
+const std::regex kWgmmaSerialized(
+    R"(\((C75\d\d)\) Potential Performance Loss: wgmma\.mma_async instructions are serialized.*function '([^']+)')");
 
 // ptxas's note that it dropped setmaxnreg: an "info" line since CUDA 13, a warning before. It names no
 // function, so a PTX file whose output has it and that holds several entries is compiled again one entry
@@ -381,9 +546,12 @@ std::vector<PtxasFunction> ptxas_report(const std::string& library) {
     std::stringstream ptxas_lines(ptxas.output);
     PtxasFunction* open = nullptr;
     std::string compiling;  // the entry whose "Used N registers" line comes next
+    std::map<std::string, std::string> serialized;  // function → the code of ptxas's note
     for (std::string out; std::getline(ptxas_lines, out);) {
       std::smatch found;
-      if (std::regex_search(out, found, entry)) {
+      if (std::regex_search(out, found, kWgmmaSerialized)) {
+        serialized[found[2]] = found[1];
+      } else if (std::regex_search(out, found, entry)) {
         entries.insert(found[1]);
         compiling = found[1];
       } else if (std::regex_search(out, found, used_registers)) {
@@ -402,6 +570,10 @@ std::vector<PtxasFunction> ptxas_report(const std::string& library) {
         open->spill_loads = std::stol(found[3]);
         open = nullptr;
       }
+    }
+    for (std::size_t i = first; i < report.size(); ++i) {
+      const auto note = serialized.find(report[i].name);
+      if (note != serialized.end()) report[i].wgmma_serialized = note->second;
     }
     if (!std::regex_search(ptxas.output, kSetmaxnregIgnored)) continue;
     for (std::size_t i = first; i < report.size(); ++i) {
@@ -423,14 +595,15 @@ std::vector<PtxasFunction> ptxas_report(const std::string& library) {
 }
 
 // ptxas_report(library) for every PTX file, cached like dump_library (same key, "<library>.ptxas.txt"; one line
-// per function: arch, name, stack frame, spill stores, spill loads, setmaxnreg ignored, registers), so that the many
+// per function: arch, name, stack frame, spill stores, spill loads, setmaxnreg ignored, registers, wgmma
+// serialized), so that the many
 // tests that read it (each its own process under CTest) compile the library's PTX once between builds.
 std::vector<PtxasFunction> cached_ptxas_report(const std::string& library) {
   std::error_code error;
   const auto size = fs::file_size(library, error);
   if (error || cuobjdump().empty()) return ptxas_report(library);
   const auto modified = fs::last_write_time(library).time_since_epoch().count();
-  const std::string key = "faprobe ptxas cache v2: " + library + " " + std::to_string(size) + " " +
+  const std::string key = "faprobe ptxas cache v3: " + library + " " + std::to_string(size) + " " +
                           std::to_string(modified) + " " + cuobjdump() + " " + FAPROBE_PTXAS;
   const fs::path cache = fs::path(FAPROBE_STATIC_CHECKS_CACHE_DIR) / (fs::path(library).filename().string() + ".ptxas.txt");
   const CacheLock lock(cache);
@@ -441,7 +614,7 @@ std::vector<PtxasFunction> cached_ptxas_report(const std::string& library) {
       std::vector<PtxasFunction> report;
       PtxasFunction f;
       while (in >> f.arch >> f.name >> f.stack_frame >> f.spill_stores >> f.spill_loads >> f.setmaxnreg_ignored >>
-             f.registers)
+             f.registers >> f.wgmma_serialized)
         report.push_back(f);
       return report;
     }
@@ -454,7 +627,7 @@ std::vector<PtxasFunction> cached_ptxas_report(const std::string& library) {
     out << key << '\n';
     for (const PtxasFunction& f : report)
       out << f.arch << ' ' << f.name << ' ' << f.stack_frame << ' ' << f.spill_stores << ' ' << f.spill_loads << ' '
-          << f.setmaxnreg_ignored << ' ' << f.registers << '\n';
+          << f.setmaxnreg_ignored << ' ' << f.registers << ' ' << f.wgmma_serialized << '\n';
   }
   fs::rename(partial, cache, error);
   return report;
@@ -517,6 +690,23 @@ TEST_F(StaticChecks, PtxasReportsNoStackAndNoSpills) {
   EXPECT_GT(checked, 0) << "ptxas -v reported no faprobe function";
   for (const std::string& arch : kBuiltArchitectures) EXPECT_EQ(archs.count(arch), 1u) << "no PTX for " << arch;
   EXPECT_TRUE(problems.empty()) << joined(problems);
+}
+
+// ptxas serialized no kernel's wgmma (a serialized kernel runs each wgmma after the one before: FA-3's
+// overlap is gone, silently but for this note).
+std::vector<std::string> serialized_wgmma(const std::vector<PtxasFunction>& report) {
+  std::vector<std::string> problems;
+  for (const PtxasFunction& f : report)
+    if (f.wgmma_serialized != "-")
+      problems.push_back(demangle(f.name) + " [" + f.arch + "]: ptxas (" + f.wgmma_serialized +
+                         ") Potential Performance Loss: wgmma.mma_async instructions are serialized");
+  return problems;
+}
+
+TEST_F(StaticChecks, PtxasSerializesNoWgmma) {
+  const std::vector<PtxasFunction> report = cached_ptxas_report(FAPROBE_KERNELS_LIBRARY);
+  ASSERT_FALSE(report.empty());
+  EXPECT_TRUE(serialized_wgmma(report).empty()) << joined(serialized_wgmma(report));
 }
 
 TEST_F(StaticChecks, InstructionProbesUseTheirInstructions) {
@@ -594,23 +784,32 @@ std::vector<std::string> setmaxnreg_problems(const std::vector<Function>& functi
 namespace fa3 = faprobe::cuda::fa3;
 namespace isa = faprobe::cuda::isa;
 
-// The registers each FA-3 instantiation enters with, from its Traits (isa::registers_at_entry of its threads
-// and CTAs per SM), which its setmaxnreg budget adds up to.
-long fa3_registers_at_entry(int head_dim, bool fp8) {
-  switch (head_dim) {
-    case 64: return fp8 ? fa3::Traits<64, 1>::registers_at_entry : fa3::Traits<64, 2>::registers_at_entry;
-    case 128: return fp8 ? fa3::Traits<128, 1>::registers_at_entry : fa3::Traits<128, 2>::registers_at_entry;
-    default: return fp8 ? fa3::Traits<256, 1>::registers_at_entry : fa3::Traits<256, 2>::registers_at_entry;
-  }
+// FA-3's instantiations (kernels/cuda/fa3/CMakeLists.txt's list, through its generated fa3_instantiations.inc):
+// each kernel's name and the registers it enters with, from its Traits (isa::registers_at_entry of its threads
+// and CTAs per SM), which its setmaxnreg budget adds up to: 168 for two consumer warpgroups, 128 for three.
+struct Fa3Instance {
+  std::string name;         // fa3_<dtype>_hdim<d>_<block_q>x<block_k>
+  bool fp8;
+  long registers_at_entry;
+};
+const std::vector<Fa3Instance>& fa3_instances() {
+  static const std::vector<Fa3Instance> list = {
+#define FAPROBE_FA3_INSTANTIATION(E, dtype, D, BQ, BK, default_none, default_causal)                     \
+  {"fa3_" #dtype "_hdim" #D "_" #BQ "x" #BK, std::string(#dtype) == "fp8_e4m3",                    \
+   long{fa3::TraitsOf<isa::E, D, BQ, BK>::registers_at_entry}},
+#include "cuda/fa3/fa3_instantiations.inc"
+#undef FAPROBE_FA3_INSTANTIATION
+  };
+  return list;
 }
-// Every instantiation has the same CTA (three warpgroups, one CTA per SM), hence the same count: 168.
-constexpr long kFa3RegistersAtEntry = fa3::Traits<128>::registers_at_entry;
-static_assert(fa3::Traits<64>::registers_at_entry == kFa3RegistersAtEntry &&
-                  fa3::Traits<256>::registers_at_entry == kFa3RegistersAtEntry &&
-                  fa3::Traits<64, 1>::registers_at_entry == kFa3RegistersAtEntry &&
-                  fa3::Traits<128, 1>::registers_at_entry == kFa3RegistersAtEntry &&
-                  fa3::Traits<256, 1>::registers_at_entry == kFa3RegistersAtEntry,
-              "every FA-3 instantiation enters with the same registers");
+static_assert(fa3::Traits<128, 2, 128, 128>::registers_at_entry == 168 && fa3::Traits<64, 2, 192, 128>::registers_at_entry == 128,
+              "two consumer warpgroups enter with 168 registers, three with 128");
+// The budget of an FA-3 kernel by its (demangled) name; 0 when it is none of the list's.
+long fa3_budget_of(const std::string& demangled) {
+  for (const Fa3Instance& i : fa3_instances())
+    if (std::regex_search(demangled, named(i.name))) return i.registers_at_entry;
+  return 0;
+}
 
 // Each kernel of `kernels` entering with other than `expected` registers per thread, one line per witness:
 // REG in its `cuobjdump -res-usage` line, and "Used N registers" from ptxas -v on its PTX (report); each
@@ -654,14 +853,10 @@ struct HopperKernel {
 
 std::ostream& operator<<(std::ostream& out, const HopperKernel& kernel) { return out << kernel.name; }
 
-std::vector<HopperKernel> fa3_kernels(const std::vector<std::string>& dtypes, const std::string& mma, bool required) {
+std::vector<HopperKernel> fa3_kernels() {
   std::vector<HopperKernel> kernels;
-  for (const std::string& dtype : dtypes) {
-    for (int head_dim : {64, 128, 256}) {
-      kernels.push_back({"fa3_" + dtype + "_hdim" + std::to_string(head_dim), mma, required,
-                         fa3_registers_at_entry(head_dim, dtype == "fp8_e4m3")});
-    }
-  }
+  for (const Fa3Instance& i : fa3_instances())
+    kernels.push_back({i.name, i.fp8 ? "QGMMA" : "HGMMA", true, i.registers_at_entry});
   return kernels;
 }
 
@@ -681,7 +876,7 @@ class Fa3Kernel : public StaticChecks, public ::testing::WithParamInterface<Hopp
                    << " (the FA-3 fp8 kernels are checked once they are built)";
     }
     FAIL() << "no kernel named " << kernel.name << " for " << kHopper << " in " << FAPROBE_KERNELS_LIBRARY
-           << " (kernels/cuda/fa3/: one __global__ function per dtype and head_dim). FA-3 functions there:"
+           << " (kernels/cuda/fa3/CMakeLists.txt: one __global__ function per instantiation). FA-3 functions there:"
            << (fa3_names.empty() ? std::string(" none") : fa3_names);
   }
 };
@@ -715,43 +910,136 @@ TEST_P(Fa3Kernel, KeepsSetmaxnregAndSpillsNothing) {
 }
 
 // The registers at entry (REG, and ptxas's "Used N registers") are exactly what the setmaxnreg budget of its
-// Traits assumes: 168 for three warpgroups at one CTA per SM.
+// Traits assumes: 168 for three warpgroups at one CTA per SM, 128 for four.
 TEST_P(Fa3Kernel, EntersWithTheRegistersItsSetmaxnregBudgetAssumes) {
   const HopperKernel& kernel = GetParam();
-  EXPECT_EQ(kernel.registers_at_entry, kFa3RegistersAtEntry);
   const std::vector<std::string> problems =
       register_budget_problems(functions_named(kernels_library(), kernel.name, kHopper),
                                cached_ptxas_report(FAPROBE_KERNELS_LIBRARY), kernel.registers_at_entry);
   EXPECT_TRUE(problems.empty()) << joined(problems);
 }
 
-const auto kernel_name = [](const ::testing::TestParamInfo<HopperKernel>& info) { return info.param.name; };
-INSTANTIATE_TEST_SUITE_P(Fa3, Fa3Kernel, ::testing::ValuesIn(fa3_kernels({"fp16", "bf16"}, "HGMMA", true)), kernel_name);
-INSTANTIATE_TEST_SUITE_P(Fa3Fp8, Fa3Kernel, ::testing::ValuesIn(fa3_kernels({"fp8_e4m3"}, "QGMMA", false)), kernel_name);
+// --- The steady-state loops: the speed a GPU run buys, counted without one ---
+//
+// The budgets of the steady-state loop (steady_state_loop: one key block of the mask-free loop), set from what
+// the kernels compile to with nvcc 13.0 (a margin of about 5 %): FA-3 in instructions per MUFU.EX2 (the
+// softmax's work per score, all that is not the tensor cores' or TMA's), FA-2 in non-MMA instructions per
+// mma.sync. Before the softmax was shortened they were 19.4, 20.5 and 29.3 (FA-3 16-bit d 64, 128, 256) and
+// 11.9, 9.8 and 7.6 (FA-2 d 64, 128, 256, sm_90a); kernels/cuda/common/online_softmax.cuh has the budget per score.
+struct LoopBudget {
+  double per_unit;      // instructions per MUFU.EX2 (FA-3) or non-MMA instructions per MMA (FA-2), at most
+  bool per_exp;         // which of the two
+  bool overlap;         // FA-3: at least a quarter of the MUFU.EX2 between the two wgmma waits
+};
 
-// Every sm_90a kernel of the fa3 namespace that trades registers with setmaxnreg (USETMAXREG in its SASS)
-// enters with the FA-3 budget's count, whatever its name; the ones that do not (the e4m3 V transpose) have
-// no budget, and no forward kernel (fa3_<dtype>_hdim<d>) may be among them.
-TEST_F(StaticChecks, EveryFa3KernelTradingRegistersEntersWithTheBudget) {
-  std::vector<const Function*> trading;
-  std::vector<std::string> not_trading;
-  for (const Function& f : kernels_library()) {
-    if (f.arch != kHopper || f.demangled().rfind("faprobe::cuda::fa3::", 0) != 0) continue;
-    if (f.uses("USETMAXREG")) {
-      trading.push_back(&f);
-    } else {
-      not_trading.push_back(f.id());
-    }
+LoopBudget fa3_loop_budget(bool fp8, int head_dim) {
+  // 16-bit: 7.5, 8.7 (128x128; 7.9 at 128x176) and 17.1 (128x64; 14.9 at 128x80); e4m3: 6.8, 7.8, 9.6.
+  const double budget = fp8 ? (head_dim == 64 ? 7.1 : head_dim == 128 ? 8.2 : 10.1)
+                            : (head_dim == 64 ? 7.9 : head_dim == 128 ? 9.2 : 17.9);
+  return {budget, true, true};
+}
+
+LoopBudget fa2_loop_budget(int head_dim) {
+  // 3.8, 3.2 and 2.9 on sm_80 and sm_90a.
+  return {head_dim == 64 ? 4.0 : head_dim == 128 ? 3.4 : 3.0, false, false};
+}
+
+// What is wrong with a kernel's steady-state loop: no such loop, more instructions than its budget, ex2's range
+// check, no FMNMX, a BSSY (a divergent branch), and, where the budget asks, too few exponentials between the
+// two waits of FA-3's overlap. Empty when nothing is.
+std::vector<std::string> loop_problems(const Function& f, const LoopBudget& budget) {
+  const LoopCounts loop = steady_state_loop(f);
+  if (!loop.found) return {f.id() + ": " + describe(loop)};
+  std::vector<std::string> problems;
+  const std::string where = f.id() + " (" + describe(loop) + ")";
+  const double per_unit = budget.per_exp ? double(loop.instructions) / loop.ex2 : double(loop.instructions - loop.mma) / loop.mma;
+  if (per_unit > budget.per_unit) {
+    std::ostringstream text;
+    text.precision(3);
+    text << where << ": " << per_unit << (budget.per_exp ? " instructions per MUFU.EX2" : " non-MMA instructions per MMA")
+         << ", the budget is " << budget.per_unit;
+    problems.push_back(text.str());
   }
-  const std::regex forward_kernel(R"(::fa3_(fp16|bf16|fp8_e4m3)_hdim\d+\()");
-  for (const std::string& id : not_trading) {
-    EXPECT_FALSE(std::regex_search(id, forward_kernel)) << "an FA-3 forward kernel without setmaxnreg: " << id;
+  if (loop.range_checks > 0)
+    problems.push_back(where + ": " + std::to_string(loop.range_checks) +
+                       " range checks around MUFU.EX2 (ex2.approx without .ftz)");
+  if (loop.fmnmx == 0) problems.push_back(where + ": no FMNMX (the row max is a compare and a select)");
+  if (loop.bssy > 0) problems.push_back(where + ": " + std::to_string(loop.bssy) + " BSSY (divergent branches)");
+  if (budget.overlap && 4 * loop.ex2_between_waits < loop.ex2)
+    problems.push_back(where + ": " + std::to_string(loop.ex2_between_waits) + " of " + std::to_string(loop.ex2) +
+                       " MUFU.EX2 between the P·V wgmma's two waits, at least a quarter expected (the softmax no "
+                       "longer overlaps the GEMM)");
+  return problems;
+}
+
+// The steady-state loop of each FA-3 instantiation: within its budget, no range check, FMNMX, no BSSY, and the
+// softmax between the two waits. Prints the counts (the numbers the budgets were set from).
+TEST_P(Fa3Kernel, SteadyStateLoopKeepsItsBudgetAndOverlap) {
+  const HopperKernel& kernel = GetParam();
+  const Fa3Instance* instance = nullptr;
+  for (const Fa3Instance& i : fa3_instances())
+    if (i.name == kernel.name) instance = &i;
+  ASSERT_NE(instance, nullptr);
+  const int head_dim = std::stoi(kernel.name.substr(kernel.name.find("hdim") + 4));
+  std::vector<std::string> problems;
+  for (const Function* f : functions_named(kernels_library(), kernel.name, kHopper)) {
+    std::printf("%s [%s]: %s\n", kernel.name.c_str(), f->arch.c_str(), describe(steady_state_loop(*f)).c_str());
+    for (const std::string& problem : loop_problems(*f, fa3_loop_budget(instance->fp8, head_dim))) problems.push_back(problem);
   }
-  EXPECT_GE(trading.size(), 6u) << "the fp16 and bf16 FA-3 kernels (at least) trade registers";
-  const std::vector<std::string> problems =
-      register_budget_problems(trading, cached_ptxas_report(FAPROBE_KERNELS_LIBRARY), kFa3RegistersAtEntry);
   EXPECT_TRUE(problems.empty()) << joined(problems);
 }
+
+const auto kernel_name = [](const ::testing::TestParamInfo<HopperKernel>& info) { return info.param.name; };
+INSTANTIATE_TEST_SUITE_P(Fa3, Fa3Kernel, ::testing::ValuesIn(fa3_kernels()), kernel_name);
+
+// Every sm_90a kernel of the fa3 namespace that trades registers with setmaxnreg (USETMAXREG in its SASS) is
+// an instantiation of the list and enters with its budget's count; the ones that do not trade (the e4m3 V
+// transpose) have no budget, and no forward kernel (fa3_<dtype>_hdim<d>_<tile>) may be among them.
+TEST_F(StaticChecks, EveryFa3KernelTradingRegistersEntersWithTheBudget) {
+  std::vector<std::string> problems;
+  int trading = 0;
+  const std::regex forward_kernel(R"(::fa3_(fp16|bf16|fp8_e4m3)_hdim\d+_\d+x\d+\()");
+  for (const Function& f : kernels_library()) {
+    if (f.arch != kHopper || f.demangled().rfind("faprobe::cuda::fa3::", 0) != 0) continue;
+    if (!f.uses("USETMAXREG")) {
+      EXPECT_FALSE(std::regex_search(f.id(), forward_kernel)) << "an FA-3 forward kernel without setmaxnreg: " << f.id();
+      continue;
+    }
+    ++trading;
+    const long budget = fa3_budget_of(f.demangled());
+    if (budget == 0) {
+      problems.push_back(f.id() + " trades registers but is no instantiation of kernels/cuda/fa3/CMakeLists.txt");
+      continue;
+    }
+    for (const std::string& problem : register_budget_problems({&f}, cached_ptxas_report(FAPROBE_KERNELS_LIBRARY), budget))
+      problems.push_back(problem);
+  }
+  EXPECT_EQ(trading, static_cast<int>(fa3_instances().size())) << "every FA-3 instantiation trades registers";
+  EXPECT_TRUE(problems.empty()) << joined(problems);
+}
+
+// The steady-state loop of each FA-2 kernel, for sm_80 and sm_90a.
+class Fa2Kernel : public StaticChecks, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(Fa2Kernel, SteadyStateLoopKeepsItsBudget) {
+  const std::string& name = GetParam();
+  const int head_dim = std::stoi(name.substr(name.find("hdim") + 4));
+  std::vector<std::string> problems;
+  for (const std::string& arch : kBuiltArchitectures) {
+    const std::vector<const Function*> found = functions_named(kernels_library(), name, arch);
+    if (found.empty()) problems.push_back("no kernel named " + name + " for " + arch);
+    for (const Function* f : found) {
+      std::printf("%s [%s]: %s\n", name.c_str(), arch.c_str(), describe(steady_state_loop(*f)).c_str());
+      for (const std::string& problem : loop_problems(*f, fa2_loop_budget(head_dim))) problems.push_back(problem);
+    }
+  }
+  EXPECT_TRUE(problems.empty()) << joined(problems);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fa2, Fa2Kernel,
+                         ::testing::Values("fa2_fp16_hdim64", "fa2_fp16_hdim128", "fa2_fp16_hdim256", "fa2_bf16_hdim64",
+                                           "fa2_bf16_hdim128", "fa2_bf16_hdim256"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // --- The checks can fail ---
 
@@ -816,13 +1104,13 @@ TEST_F(StaticChecks, PlantedRegisterBudgetMismatchIsCaught) {
   ASSERT_EQ(mismatch.front()->resources.count("REG"), 1u);
   const long found = mismatch.front()->resources.at("REG");
   // Its launch bounds say two CTAs of FA-3's 384 threads per SM: ptxas allots what the formula gives for that.
-  using Fa3Budget = fa3::Traits<128>;
+  using Fa3Budget = fa3::Traits<128, 2, 128, 128>;
   EXPECT_EQ(found, long{isa::registers_at_entry(Fa3Budget::threads, 2 * Fa3Budget::min_ctas_per_sm)});
-  ASSERT_NE(found, kFa3RegistersAtEntry);
+  ASSERT_NE(found, long{Fa3Budget::registers_at_entry});
 
-  const std::string problems = joined(register_budget_problems(mismatch, report, kFa3RegistersAtEntry));
+  const std::string problems = joined(register_budget_problems(mismatch, report, Fa3Budget::registers_at_entry));
   const std::string name = "faprobe::planted::register_budget_mismatch_kernel(faprobe::cuda::GlobalSpan<float>)";
-  const std::string expected = ", expected " + std::to_string(kFa3RegistersAtEntry) + " ";
+  const std::string expected = ", expected " + std::to_string(Fa3Budget::registers_at_entry) + " ";
   EXPECT_NE(problems.find(name + " [sm_90a, static_checks_planted.cu.o]: " + std::to_string(found) +
                           " registers at entry (cuobjdump -res-usage REG)" + expected),
             std::string::npos) << problems;
@@ -833,9 +1121,85 @@ TEST_F(StaticChecks, PlantedRegisterBudgetMismatchIsCaught) {
   // with nothing to check, which is a problem of its own.
   const std::vector<const Function*> kept = functions_named(planted_library(), "register_budget_kept_kernel", kHopper);
   ASSERT_EQ(kept.size(), 1u);
-  EXPECT_TRUE(register_budget_problems(kept, report, kFa3RegistersAtEntry).empty())
-      << joined(register_budget_problems(kept, report, kFa3RegistersAtEntry));
-  EXPECT_EQ(register_budget_problems({}, report, kFa3RegistersAtEntry).size(), 1u);
+  EXPECT_TRUE(register_budget_problems(kept, report, Fa3Budget::registers_at_entry).empty())
+      << joined(register_budget_problems(kept, report, Fa3Budget::registers_at_entry));
+  EXPECT_EQ(register_budget_problems({}, report, Fa3Budget::registers_at_entry).size(), 1u);
+}
+
+// The planted losses of speed (static_checks_planted.cu): FA-3's and FA-2's own bodies with a defect each.
+const Function& planted_kernel(const std::string& name, const std::string& arch = kHopper) {
+  const std::vector<const Function*> found = functions_named(planted_library(), name, arch);
+  if (found.size() != 1) throw std::runtime_error("no single planted kernel " + name + " for " + arch);
+  return *found.front();
+}
+
+bool mentions(const std::vector<std::string>& problems, const std::string& text) {
+  return std::any_of(problems.begin(), problems.end(), [&](const std::string& p) { return p.find(text) != std::string::npos; });
+}
+
+TEST_F(StaticChecks, PlantedSlowSoftmaxIsCaught) {
+  const std::vector<std::string> problems = loop_problems(planted_kernel("planted_fa3_slow_softmax"), fa3_loop_budget(false, 128));
+  EXPECT_TRUE(mentions(problems, "instructions per MUFU.EX2, the budget is 9.2")) << joined(problems);
+  EXPECT_TRUE(mentions(problems, "range checks around MUFU.EX2")) << joined(problems);
+  EXPECT_TRUE(mentions(problems, "no FMNMX")) << joined(problems);
+}
+
+TEST_F(StaticChecks, PlantedMaskInTheSteadyStateIsCaught) {
+  const std::vector<std::string> fa3 = loop_problems(planted_kernel("planted_fa3_mask_every_block"), fa3_loop_budget(false, 128));
+  EXPECT_TRUE(mentions(fa3, "instructions per MUFU.EX2, the budget is 9.2")) << joined(fa3);
+  for (const std::string& arch : kBuiltArchitectures) {
+    const std::vector<std::string> fa2 = loop_problems(planted_kernel("planted_fa2_mask_every_block", arch), fa2_loop_budget(128));
+    EXPECT_TRUE(mentions(fa2, "non-MMA instructions per MMA, the budget is 3.4")) << arch << joined(fa2);
+    EXPECT_TRUE(mentions(fa2, "BSSY (divergent branches)")) << arch << joined(fa2);
+  }
+}
+
+TEST_F(StaticChecks, PlantedUnpinnedWaitIsCaught) {
+  const std::vector<std::string> problems = loop_problems(planted_kernel("planted_fa3_unpinned_wait"), fa3_loop_budget(false, 128));
+  EXPECT_TRUE(mentions(problems, "0 of 66 MUFU.EX2 between the P·V wgmma's two waits")) << joined(problems);
+  EXPECT_EQ(problems.size(), 1u) << "the overlap alone is lost:" << joined(problems);
+}
+
+TEST_F(StaticChecks, PlantedSerializedWgmmaIsCaught) {
+  const std::vector<std::string> problems = serialized_wgmma(cached_ptxas_report(FAPROBE_PLANTED_LIBRARY));
+  EXPECT_TRUE(mentions(problems, "planted_fa3_scores_read_in_flight(faprobe::cuda::fa3::Params) [sm_90a]: ptxas (C7514)"))
+      << joined(problems);
+  EXPECT_EQ(problems.size(), 1u) << "only the kernel that reads S in flight:" << joined(problems);
+}
+
+// The loop finder on a fixed excerpt: a loop with a spin loop inside it (the spin's instructions are its own,
+// not the outer loop's), the back edge predicated, and an out-of-line block that branches back in.
+TEST(StaticChecksParser, FindsTheSteadyStateLoop) {
+  const std::string excerpt =
+      "member /x/libk.a:k.cu.o:\n"
+      "\tcode for sm_90a\n"
+      "\t\tFunction : _ZN7faprobe1kEv\n"
+      "        /*0000*/                   MOV R1, RZ ;\n"
+      "        /*0010*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R1], R2 ;\n"
+      "        /*0020*/              @!P0 BRA 0x100 ;\n"
+      "        /*0030*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24, gsb0 ;\n"
+      "        /*0040*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;\n"
+      "        /*0050*/                   FMNMX R4, R5, R6, !PT ;\n"
+      "        /*0060*/                   MUFU.EX2 R4, R4 ;\n"
+      "        /*0070*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n"
+      "        /*0080*/                   MUFU.EX2 R5, R5 ;\n"
+      "        /*0090*/                   ISETP.GT.AND P1, PT, R3, RZ, PT ;\n"
+      "        /*00a0*/               @P1 BRA 0x10 ;\n"
+      "        /*00b0*/                   EXIT ;\n"
+      "        /*0100*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R1], R2 ;\n"
+      "        /*0110*/              @!P0 BRA 0x100 ;\n"
+      "        /*0120*/                   BRA 0x30 ;\n";
+  const std::vector<Function> functions = parse_dump(excerpt);
+  ASSERT_EQ(functions.size(), 1u);
+  const LoopCounts loop = steady_state_loop(functions.front());
+  ASSERT_TRUE(loop.found);
+  EXPECT_EQ(loop.header, 0x10u);
+  EXPECT_EQ(loop.instructions, 11) << describe(loop);  // 0x10-0xa0 and the branch back at 0x120, not the spin
+  EXPECT_EQ(loop.mma, 1);
+  EXPECT_EQ(loop.ex2, 2);
+  EXPECT_EQ(loop.ex2_between_waits, 1);
+  EXPECT_EQ(loop.fmnmx, 1);
+  EXPECT_EQ(loop.bssy, 0);
 }
 
 // --- The parser on a fixed excerpt of cuobjdump's output (no tool needed) ---

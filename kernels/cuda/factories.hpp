@@ -2,6 +2,7 @@
 // registered twice: for the GPU (cuda.<name>) and under the emulator (emu.<name>).
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "cuda/launchers.hpp"
 #include "model/implementation.hpp"
@@ -12,6 +13,8 @@ std::unique_ptr<Implementation> make_naive(Target target);  // cuBLAS S = QÂ·Káµ
 std::unique_ptr<Implementation> make_fa1(Target target);    // FlashAttention-1: one CTA per (batch, head)
 std::unique_ptr<Implementation> make_fa2(Target target);    // FlashAttention-2: one CTA per (query block, head, batch)
 std::unique_ptr<Implementation> make_fa3(Target target);    // FlashAttention-3 (sm_90a): TMA + wgmma, warp-specialized
+// cuda.fa3@<tile> (emu.fa3@<tile>): one implementation per tile built (fa3/CMakeLists.txt), reachable by name.
+std::vector<std::unique_ptr<Implementation>> make_fa3_variants(Target target);
 std::unique_ptr<Implementation> make_decode(Target target);  // decode, one CTA per (batch, KV head): no key split
 std::unique_ptr<Implementation> make_decode_splitk(Target target);  // FlashDecoding: keys split over CTAs + combine
 

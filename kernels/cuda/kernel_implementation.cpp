@@ -189,8 +189,10 @@ class KernelPreparedCase final : public PreparedCase {
 
 }  // namespace
 
-std::string KernelImplementation::name() const {
-  return (target_ == Target::gpu ? "cuda." : "emu.") + kernel_name();
+std::string KernelImplementation::name() const { return base_name(kernel_name()); }
+
+std::string KernelImplementation::base_name(const std::string& kernel) const {
+  return (target_ == Target::gpu ? "cuda." : "emu.") + kernel;
 }
 
 std::string KernelImplementation::device() const {

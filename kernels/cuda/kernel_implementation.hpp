@@ -75,6 +75,8 @@ class KernelImplementation : public Implementation {
   explicit KernelImplementation(Target target) : target_(target) {}
 
   std::string name() const override;  // "cuda.<kernel>" or "emu.<kernel>" (a plugin's: "plugin.<name>")
+  // "cuda.<kernel>" or "emu.<kernel>" for a kernel name: a variant's variant_of().
+  std::string base_name(const std::string& kernel) const;
   std::string device() const final;  // the GPU's name (or "cuda (no device)"), or "emulated sm_90a"
   bool timed() const final { return target_ == Target::gpu; }
   bool runs_on_gpu() const final { return target_ == Target::gpu; }

@@ -96,15 +96,7 @@ KernelShape fa2_shape(DType dtype, std::int64_t head_dim);
 // No workspace: args.workspace is ignored. Throws std::invalid_argument on what the kernel cannot run.
 void fa2_forward(const Launch& launch, const AttentionArgs& args);
 
-// --- cuda.fa3 (cuda/fa3/): FlashAttention-3 for Hopper (sm_90a): TMA producer, two wgmma consumer
-// warpgroups in pingpong, persistent grid. ---
-std::string fa3_supports(DType dtype, std::int64_t head_dim);  // "" or the reason, as fa2_supports
-// Bytes of AttentionArgs::workspace fa3_forward needs: V^T for fp8_e4m3 (e4m3 wgmma reads K-major only), else 0.
-std::size_t fa3_workspace_bytes(const AttentionArgs& args);
-// "" when this binary holds the sm_90a kernels of cuda.fa3, else why not.
-std::string fa3_gpu_missing();
-KernelShape fa3_shape(DType dtype, std::int64_t head_dim);
-void fa3_forward(const Launch& launch, const AttentionArgs& args);
+// cuda.fa3's entry points are in its folder: cuda/fa3/fa3_launch.hpp.
 
 // --- cuda.decode and cuda.decode-splitk (cuda/decode/): decode attention (seq_q = 1) over any K/V layout;
 // with args.splits > 1 the keys of each entry are split over that many CTAs and a combine kernel merges them.

@@ -217,7 +217,30 @@ std::string kernel_isa_text(const nlohmann::json& isa) {
   return fmt::format("{} ({} caps this CPU's {})", used, cpu::kMaxCpuIsaVariable, isa.at("cpu").get<std::string>());
 }
 
-int run_list(bool json) {
+// The listing entry of one implementation or variant with every probe of its support table.
+nlohmann::json listing_entry(const Implementation& impl, const std::vector<Probe>& probes) {
+  nlohmann::json entry{{"name", impl.name()},
+                       {"device", impl.device()},
+                       {"timed", impl.timed()},
+                       {"isolate_by_default", impl.isolate_by_default()},
+                       {"support", nlohmann::json::array()}};
+  if (!impl.variant_of().empty()) entry["variant_of"] = impl.variant_of();
+  if (const LoadedPlugin* plugin = plugin_of(impl.name())) entry["plugin"] = plugin->path;
+  for (const Probe& p : probes) {
+    entry["support"].push_back({{"mode", to_string(p.c.mode)},
+                                {"dtype", to_string(p.c.dtype)},
+                                {"mask", to_string(p.c.mask)},
+                                {"head_dim", p.c.head_dim},
+                                {"seq_q", p.c.seq_q},
+                                {"seq_k", p.c.seq_k},
+                                {"aligned", p.aligned},
+                                {"supported", p.reason.empty()},
+                                {"reason", p.reason}});
+  }
+  return entry;
+}
+
+int run_list(bool json, bool variants) {
   const HostInfo host = host_info();
   const nlohmann::json isa = kernel_isa();
   const DeviceScan scan = scan_devices();
@@ -238,24 +261,15 @@ int run_list(bool json) {
   std::vector<std::vector<Probe>> probes_of;
   for (const auto& impl : implementations()) {
     probes_of.push_back(probe(*impl));
-    nlohmann::json entry{{"name", impl->name()},
-                         {"device", impl->device()},
-                         {"timed", impl->timed()},
-                         {"isolate_by_default", impl->isolate_by_default()},
-                         {"support", nlohmann::json::array()}};
-    if (const LoadedPlugin* plugin = plugin_of(impl->name())) entry["plugin"] = plugin->path;
-    for (const Probe& p : probes_of.back()) {
-      entry["support"].push_back({{"mode", to_string(p.c.mode)},
-                                  {"dtype", to_string(p.c.dtype)},
-                                  {"mask", to_string(p.c.mask)},
-                                  {"head_dim", p.c.head_dim},
-                                  {"seq_q", p.c.seq_q},
-                                  {"seq_k", p.c.seq_k},
-                                  {"aligned", p.aligned},
-                                  {"supported", p.reason.empty()},
-                                  {"reason", p.reason}});
+    listing["implementations"].push_back(listing_entry(*impl, probes_of.back()));
+  }
+  std::vector<std::vector<Probe>> variant_probes;
+  if (variants) {
+    listing["variants"] = nlohmann::json::array();
+    for (const auto& impl : variant_implementations()) {
+      variant_probes.push_back(probe(*impl));
+      listing["variants"].push_back(listing_entry(*impl, variant_probes.back()));
     }
-    listing["implementations"].push_back(std::move(entry));
   }
   if (json) {
     std::cout << listing.dump(2) << "\n";
@@ -278,6 +292,18 @@ int run_list(bool json) {
              "or alignment (aligned: sequence lengths 1024, a multiple of 128; unaligned: 1000) only where that\n"
              "changes an answer; `faprobe list --json` has every probe.\n\n");
   for (std::size_t i = 0; i < implementations().size(); ++i) print_block(*implementations()[i], probes_of[i]);
+  if (variants) {
+    fmt::print("variants: one tile of a kernel each, run only when named (--impl cuda.fa3@128x176, or cuda.fa3@* for\n"
+               "all of them); the plain implementation runs the tile marked for each case.\n\n");
+    for (std::size_t i = 0; i < variant_implementations().size(); ++i)
+      print_block(*variant_implementations()[i], variant_probes[i]);
+  } else if (!variant_implementations().empty()) {
+    std::vector<std::string> kernels;
+    for (const auto& impl : variant_implementations())
+      if (std::find(kernels.begin(), kernels.end(), impl->variant_of()) == kernels.end()) kernels.push_back(impl->variant_of());
+    fmt::print("{} variants of {} (one tile each, run only when named): faprobe list --variants\n",
+               variant_implementations().size(), fmt::join(kernels, ", "));
+  }
   return 0;
 }
 
@@ -285,15 +311,18 @@ int run_list(bool json) {
 
 void setup_list(CLI::App& app, int& exit_status) {
   auto json = std::make_shared<bool>(false);
+  auto variants = std::make_shared<bool>(false);
   auto plugins = std::make_shared<std::vector<std::string>>();
   CLI::App* sub = app.add_subcommand("list", "devices found, implementations, and what each supports (and why not)");
   sub->add_flag("--json", *json, "print JSON: the devices and every probe of the support table");
+  sub->add_flag("--variants", *variants,
+                "also list the variants (one tile of a kernel each: cuda.fa3@128x176), run only when named");
   add_plugin_option(*sub, *plugins);
-  sub->callback([json, plugins, &exit_status] {
+  sub->callback([json, variants, plugins, &exit_status] {
     SettingsSource source;
     for (const std::string& library : *plugins) source.add_plugin({library, "--plugin"});
     load_requested_plugins(source);
-    exit_status = run_list(*json);
+    exit_status = run_list(*json, *variants);
   });
 }
 

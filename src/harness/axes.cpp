@@ -209,20 +209,33 @@ bool name_matches(const std::string& pattern, const std::string& name) {
   return pattern == name;
 }
 
+// True when `name` is a variant that `pattern` names: the variant itself, or "<implementation>@*".
+bool variant_matches(const std::string& pattern, const std::string& name) {
+  if (pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, "@*") == 0)
+    return name.compare(0, pattern.size() - 1, pattern, 0, pattern.size() - 1) == 0;
+  return pattern == name;
+}
+
 PlanPart make_part(const SettingsSource& source, const PlanLimits& limits) {
   PlanPart plan;
   if (const auto* value = find(source, "impl")) {
     const auto named = parse_name_list(value->text, value->origin);
+    const auto names = implementation_names();
+    const auto variants = variant_names();
     for (const std::string& pattern : named) {
-      const auto names = implementation_names();
-      if (std::none_of(names.begin(), names.end(), [&](const std::string& name) { return name_matches(pattern, name); })) {
-        throw UsageError(fmt::format("{}: unknown implementation '{}' (allowed: {}, or a prefix like cpu.*)",
+      if (std::none_of(names.begin(), names.end(), [&](const std::string& name) { return name_matches(pattern, name); }) &&
+          std::none_of(variants.begin(), variants.end(), [&](const std::string& name) { return variant_matches(pattern, name); })) {
+        throw UsageError(fmt::format("{}: unknown implementation '{}' (allowed: {}, or a prefix like cpu.*, or a variant "
+                                     "such as cuda.fa3@128x176 or cuda.fa3@*: faprobe list --variants)",
                                      value->origin, pattern, fmt::join(names, ", ")));
       }
     }
-    // Registry order, so tables read the same whatever order the flag gave.
-    for (const std::string& name : implementation_names())
+    // Registry order, so tables read the same whatever order the flag gave; variants after the implementations.
+    for (const std::string& name : names)
       if (std::any_of(named.begin(), named.end(), [&](const std::string& pattern) { return name_matches(pattern, name); }))
+        plan.impls.push_back(name);
+    for (const std::string& name : variants)
+      if (std::any_of(named.begin(), named.end(), [&](const std::string& pattern) { return variant_matches(pattern, name); }))
         plan.impls.push_back(name);
   } else {
     plan.impls = implementation_names();
@@ -360,7 +373,9 @@ Plan make_plan(const SettingsSource& source, const PlanLimits& limits) {
     if (!any_prefill) plan.notes.push_back(it->second.origin + " has no effect: a decode case has one query row");
   }
   std::set<std::string> seen;
-  for (const std::string& name : implementation_names())
+  std::vector<std::string> ordered = implementation_names();
+  for (const std::string& name : variant_names()) ordered.push_back(name);
+  for (const std::string& name : ordered)
     for (const PlanPart& part : plan.parts)
       if (std::find(part.impls.begin(), part.impls.end(), name) != part.impls.end()) {
         plan.impls.push_back(name);

@@ -36,9 +36,26 @@ std::vector<std::unique_ptr<Implementation>>& registered() {
   return all;
 }
 
+// The variants: implementations run only when named (Implementation::variant_of), one line per kernel with
+// variants.
+std::vector<std::unique_ptr<Implementation>>& registered_variants() {
+  static std::vector<std::unique_ptr<Implementation>> all = [] {
+    std::vector<std::unique_ptr<Implementation>> list;
+    const auto append = [&list](std::vector<std::unique_ptr<Implementation>> more) {
+      for (auto& impl : more) list.push_back(std::move(impl));
+    };
+    append(cuda::make_fa3_variants(cuda::Target::gpu));
+    append(cuda::make_fa3_variants(cuda::Target::emulator));
+    return list;
+  }();
+  return all;
+}
+
 }  // namespace
 
 const std::vector<std::unique_ptr<Implementation>>& implementations() { return registered(); }
+
+const std::vector<std::unique_ptr<Implementation>>& variant_implementations() { return registered_variants(); }
 
 void register_implementation(std::unique_ptr<Implementation> impl, const std::string& origin) {
   if (find_implementation(impl->name()) != nullptr) {
@@ -52,12 +69,21 @@ const Implementation* find_implementation(const std::string& name) {
   for (const auto& impl : implementations()) {
     if (impl->name() == name) return impl.get();
   }
+  for (const auto& impl : variant_implementations()) {
+    if (impl->name() == name) return impl.get();
+  }
   return nullptr;
 }
 
 std::vector<std::string> implementation_names() {
   std::vector<std::string> names;
   for (const auto& impl : implementations()) names.push_back(impl->name());
+  return names;
+}
+
+std::vector<std::string> variant_names() {
+  std::vector<std::string> names;
+  for (const auto& impl : variant_implementations()) names.push_back(impl->name());
   return names;
 }
 

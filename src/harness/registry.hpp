@@ -1,5 +1,6 @@
 // The one list of implementations (the interface they share is model/implementation.hpp). Nothing else in
-// the program knows which implementations exist; adding one is its own file plus one line in registry.cpp.
+// the program knows which implementations exist; adding one is its own file plus one line in registry.cpp
+// (and, for a CUDA kernel, its folder's CMakeLists.txt: kernels/cuda/CMakeLists.txt adds the folder).
 // Plugins (harness/plugins.hpp) add theirs at run time, after the built-in ones, through register_implementation.
 #pragma once
 #include <memory>
@@ -10,10 +11,14 @@
 
 namespace faprobe {
 
-// All registered implementations, in the order tables list them.
+// All registered implementations, in the order tables list them (variants apart).
 const std::vector<std::unique_ptr<Implementation>>& implementations();
-const Implementation* find_implementation(const std::string& name);  // nullptr when unknown
-std::vector<std::string> implementation_names();
+// The variants (Implementation::variant_of: one tile of a kernel, "cuda.fa3@128x176"): run only when named.
+const std::vector<std::unique_ptr<Implementation>>& variant_implementations();
+// An implementation or a variant by name; nullptr when unknown.
+const Implementation* find_implementation(const std::string& name);
+std::vector<std::string> implementation_names();  // variants apart
+std::vector<std::string> variant_names();
 
 // Appends an implementation to the list; throws UsageError when its name is taken, naming `origin` (the
 // plugin file it came from). Implementations are never removed, so pointers to them stay valid.

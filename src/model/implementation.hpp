@@ -76,6 +76,10 @@ class Implementation {
   virtual ~Implementation() = default;
   virtual std::string name() const = 0;
   virtual std::string device() const = 0;
+  // For a variant (one tile of a kernel, named "<implementation>@<tile>": cuda.fa3@128x176), the name of the
+  // implementation it is a variant of; "" for an implementation in its own right. Variants are run only when
+  // named (--impl cuda.fa3@128x176, or cuda.fa3@* for all of them) and listed by `faprobe list --variants`.
+  virtual std::string variant_of() const { return ""; }
   virtual std::string supports(const Case& c) const = 0;  // "" when supported, else the reason
   virtual std::uint64_t predicted_bytes(const Case& c) const = 0;
   virtual double predicted_seconds(const Case& c, const MachineRates& rates) const = 0;

@@ -34,6 +34,14 @@
 
 namespace faprobe::cuda {
 
+// The exponential and the maximum the softmax runs on: ex2.approx.ftz (one MUFU.EX2) and max.f32 (one
+// FMNMX). A policy, so that tests/static_checks_planted.cu can compile a kernel with slower ones and show
+// that the static checks catch it.
+struct SoftmaxMath {
+  static FAPROBE_DEVICE float exp2(float x) { return isa::ex2_approx_ftz(x); }
+  static FAPROBE_DEVICE float max(float a, float b) { return isa::max_f32(a, b); }
+};
+
 struct OnlineSoftmax {
   static constexpr float minus_infinity = -std::numeric_limits<float>::infinity();
   static constexpr float ln2 = 0.693147180559945309f;
@@ -58,7 +66,7 @@ struct OnlineSoftmax {
   // row_max)·scale_log2), the factor for what the caller accumulated before this block (1 when the max did
   // not grow, 0 when no earlier key was seen); with IsFirst it is left alone. CheckInf: some row of the block
   // may see no key at all (the block went through a mask); without it every score must be finite.
-  template <bool IsFirst, bool CheckInf, int Tiles>
+  template <bool IsFirst, bool CheckInf, class Math = SoftmaxMath, int Tiles>
   FAPROBE_DEVICE void absorb(float (&scores)[Tiles][4], float (&alpha)[rows]) {
     float new_max[rows];
     FAPROBE_UNROLL
@@ -66,15 +74,15 @@ struct OnlineSoftmax {
     FAPROBE_UNROLL
     for (int t = 0; t < Tiles; ++t) {
       FAPROBE_UNROLL
-      for (int e = 0; e < 4; ++e) new_max[e / 2] = isa::max_f32(new_max[e / 2], scores[t][e]);
+      for (int e = 0; e < 4; ++e) new_max[e / 2] = Math::max(new_max[e / 2], scores[t][e]);
     }
     float max_scaled[rows];
     FAPROBE_UNROLL
     for (int r = 0; r < rows; ++r) {
-      new_max[r] = quad_max(new_max[r]);
+      new_max[r] = quad_max<Math>(new_max[r]);
       // The -inf row: the base 0 makes every exp2(-inf·scale − 0) = 0, never -inf − -inf.
       max_scaled[r] = (CheckInf && new_max[r] == minus_infinity ? 0.0f : new_max[r]) * scale_log2;
-      if constexpr (!IsFirst) alpha[r] = isa::ex2_approx_ftz(isa::fma_rn(row_max[r], scale_log2, -max_scaled[r]));
+      if constexpr (!IsFirst) alpha[r] = Math::exp2(isa::fma_rn(row_max[r], scale_log2, -max_scaled[r]));
       row_max[r] = new_max[r];
     }
     // Two partial sums per row (even and odd tiles) halve the dependent chain of adds.
@@ -83,7 +91,7 @@ struct OnlineSoftmax {
     for (int t = 0; t < Tiles; ++t) {
       FAPROBE_UNROLL
       for (int e = 0; e < 4; ++e) {
-        scores[t][e] = isa::ex2_approx_ftz(isa::fma_rn(scores[t][e], scale_log2, -max_scaled[e / 2]));
+        scores[t][e] = Math::exp2(isa::fma_rn(scores[t][e], scale_log2, -max_scaled[e / 2]));
         block_sum[t % 2][e / 2] += scores[t][e];
       }
     }
@@ -111,9 +119,10 @@ struct OnlineSoftmax {
   }
 
   // Reductions over the four lanes of a quad (lane ^ 1, lane ^ 2 stay inside it).
+  template <class Math = SoftmaxMath>
   static FAPROBE_DEVICE float quad_max(float value) {
-    value = isa::max_f32(value, isa::shfl_xor_sync(isa::full_warp_mask, value, 1));
-    return isa::max_f32(value, isa::shfl_xor_sync(isa::full_warp_mask, value, 2));
+    value = Math::max(value, isa::shfl_xor_sync(isa::full_warp_mask, value, 1));
+    return Math::max(value, isa::shfl_xor_sync(isa::full_warp_mask, value, 2));
   }
   static FAPROBE_DEVICE float quad_sum(float value) {
     value += isa::shfl_xor_sync(isa::full_warp_mask, value, 1);

@@ -105,6 +105,8 @@ enum class Defect {
   writes_nothing,         // every CTA returns at once: neither O nor the LSE is written
   skip_last_query_block,  // the CTA of the last query block returns at once (a grid one CTA short)
   lse_log2,               // the LSE written in the kernel's log2 units, row_max + log2(row_sum), O right
+  // Lost speed, which only the static checks of the compiled code show (tests/static_checks_planted.cu):
+  mask_every_block,  // the steady-state loop masks too, behind a run-time test, as before the masked blocks were peeled
 };
 
 using Params = AttentionParams;
@@ -195,14 +197,22 @@ FAPROBE_DEVICE void forward_body(const Params& p) {
     float scores[M][key_tiles][4] = {};
     if (active) {
       tiles::warp_scores<Element, T>(scores, warp_q_rows, T::k_offset, lane);
-      if constexpr (kMasked) tiles::apply_mask(scores, key0, warp_row0, p.seq_k, p.causal, mask_diagonal, lane);
+      if constexpr (kMasked) {
+        tiles::apply_mask(scores, key0, warp_row0, p.seq_k, p.causal, mask_diagonal, lane);
+      } else if constexpr (kDefect == Defect::mask_every_block) {
+        if (p.causal || key0 + T::block_k > p.seq_k)
+          tiles::apply_mask(scores, key0, warp_row0, p.seq_k, p.causal, mask_diagonal, lane);
+      }
     }
 
     isa::cp_async_wait_group<0>();  // this thread's copies of V_j have landed
     isa::sync_threads();            // V_j complete for every warp; every warp is done reading K_j
-    if (key_block > 0) {  // K_{j-1}: every block before the last is whole
-      tiles::load_tile<T::block_k, T, /*Checked=*/false>(T::k_offset, p.k, kv_base, kv_seq_stride, key0 - T::block_k,
-                                                         p.seq_k, thread);
+    // K_{j-1} (every block before the last is whole). In the steady state, after its last block (j = 0), block
+    // 0 (whole there) is copied again, which costs one tile per CTA and spares the loop a branch (a BSSY/BSYNC
+    // pair); a masked block may be the only one, and partial, so there the copy is skipped.
+    if (!kMasked || key_block > 0) {
+      tiles::load_tile<T::block_k, T, /*Checked=*/false>(T::k_offset, p.k, kv_base, kv_seq_stride,
+                                                         key_block > 0 ? key0 - T::block_k : 0, p.seq_k, thread);
       isa::cp_async_commit_group();
     }
 
@@ -213,7 +223,8 @@ FAPROBE_DEVICE void forward_body(const Params& p) {
         float alpha[OnlineSoftmax::rows];
         // Masked blocks may hold rows that see no key yet (CheckInf); a warp's first active block may come
         // after blocks it skipped, so no block is taken as the row's first (alpha is 0 until a key is seen).
-        softmax[m].template absorb</*IsFirst=*/false, /*CheckInf=*/kMasked>(scores[m], alpha);
+        softmax[m].template absorb</*IsFirst=*/false, /*CheckInf=*/kMasked || kDefect == Defect::mask_every_block>(
+            scores[m], alpha);
         if constexpr (kDefect != Defect::no_rescale) {
           FAPROBE_UNROLL
           for (int t = 0; t < dim_tiles; ++t) {

@@ -1,6 +1,6 @@
-// cuda.fa3 on the GPU: turns the runtime (element type, head_dim) into the instantiation to launch, through
-// dispatch_instantiation (common/instantiation.hpp), the same one the emulated path uses, on a persistent
-// grid of one CTA per SM (at most one per tile). The kernels are in fa3_<dtype>_hdim<d>.cu.
+// cuda.fa3 on the GPU: turns the runtime (element type, head_dim, tile) into the instantiation to launch,
+// through the generated list (fa3_instantiations.inc) the emulated path uses too, on a persistent grid of one
+// CTA per SM (at most one per tile). The kernels are in the generated fa3_<dtype>_hdim<d>_<tile>.cu files.
 #include <stdexcept>
 #include <string>
 
@@ -10,18 +10,20 @@
 #include "cuda/runtime/gpu.hpp"
 
 namespace faprobe::cuda::fa3 {
-
-void forward_gpu(const Params& params, ElementType element, int head_dim, void* stream) {
+void forward_gpu(const Params& params, ElementType element, int head_dim, const Fa3Tile& tile, void* stream) {
   static const int sms = [] {
     const std::vector<gpu::DeviceInfo> found = gpu::devices();
     return found.empty() ? kEmulatedSms : found.front().sm_count;
   }();
   const unsigned ctas = persistent_ctas(params, sms);
-  const bool launched = dispatch_fa3_instantiation(element, head_dim, [&](auto instantiation) {
-    using I = decltype(instantiation);
-    launch<typename I::Element, I::head_dim>(params, ctas, stream);
-  });
-  if (!launched) throw std::invalid_argument("fa3: no GPU instantiation for head_dim " + std::to_string(head_dim));
+#define FAPROBE_FA3_INSTANTIATION(E, dtype, D, BQ, BK, default_none, default_causal)                          \
+  if (element == element_of<isa::E>() && head_dim == D && tile.block_q == BQ && tile.block_k == BK) { \
+    launch<isa::E, D, BQ, BK>(params, ctas, stream);                                                      \
+    return;                                                                                              \
+  }
+#include "cuda/fa3/fa3_instantiations.inc"
+#undef FAPROBE_FA3_INSTANTIATION
+  throw std::invalid_argument("fa3: no GPU instantiation for head_dim " + std::to_string(head_dim) + " tile " + tile.name());
 }
 
 __global__ void __launch_bounds__(kTransposeThreads) fa3_transpose_v(TransposeParams params) { transpose_v_body(params); }
