@@ -19,6 +19,7 @@
 
 #include "cuda/attention_args.hpp"
 #include "cuda/common/emu/emulator.hpp"
+#include "cuda/common/tile_list.hpp"
 #include "cuda/launchers.hpp"
 #include "model/case.hpp"
 #include "model/tensor.hpp"
@@ -127,6 +128,32 @@ void expect_refuses_with_reasons(Supports&& supports, Forward&& forward, std::in
   args.dtype = DType::fp16;
   args.head_dim = unsupported_head_dim;
   EXPECT_THROW(forward(cuda::Launch{cuda::Target::emulator, nullptr}, args), std::invalid_argument);
+}
+
+// A case and one of the tiles of a tiled kernel (cuda.fa2, cuda.fa3) to run it in.
+struct TiledCase {
+  Case c;
+  cuda::Tile tile;
+};
+inline void PrintTo(const TiledCase& t, std::ostream* out) { *out << t.c.label() << " tile " << t.tile.name(); }
+inline std::string tiled_case_name(const testing::TestParamInfo<TiledCase>& info) {
+  return case_name(testing::TestParamInfo<Case>(info.param.c, info.index)) + "_" + info.param.tile.name();
+}
+// Every case in every tile the list instantiates for its dtype and head_dim.
+inline std::vector<TiledCase> in_every_tile(const std::vector<Case>& cases, const cuda::TileList& list) {
+  std::vector<TiledCase> tiled;
+  for (const Case& c : cases)
+    for (const cuda::TileInstantiation& i : list)
+      if (i.dtype == c.dtype && i.head_dim == c.head_dim) tiled.push_back({c, i.tile});
+  return tiled;
+}
+// Every instantiation of the list is run by some case (so none escapes a verify matrix).
+inline void expect_every_instantiation_covered(const std::vector<TiledCase>& cases, const cuda::TileList& list) {
+  for (const cuda::TileInstantiation& i : list) {
+    EXPECT_TRUE(std::any_of(cases.begin(), cases.end(), [&](const TiledCase& t) {
+      return t.c.dtype == i.dtype && t.c.head_dim == i.head_dim && t.tile == i.tile;
+    })) << to_string(i.dtype) << " d" << i.head_dim << " " << i.tile.name() << " is run by no case";
+  }
 }
 
 // A planted defect is caught where it matters and harmless where it cannot show: the production kernel

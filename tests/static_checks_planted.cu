@@ -122,9 +122,10 @@ __global__ void __launch_bounds__(PlantedFa3::threads, PlantedFa3::min_ctas_per_
     planted_fa3_scores_read_in_flight(const __grid_constant__ cuda::fa3::Params params) {
   planted_fa3<cuda::fa3::Defect::scores_read_in_flight>(params);
 }
-__global__ void __launch_bounds__(cuda::fa2::Traits<128>::threads, cuda::fa2::Traits<128>::min_ctas_per_sm)
+using PlantedFa2 = cuda::fa2::Traits<128, 128, 32>;
+__global__ void __launch_bounds__(PlantedFa2::threads, PlantedFa2::min_ctas_per_sm)
     planted_fa2_mask_every_block(const cuda::fa2::Params params) {
-  cuda::fa2::forward_body<cuda::isa::BFloat16, 128, cuda::fa2::Defect::mask_every_block>(params);
+  cuda::fa2::forward_body<cuda::isa::BFloat16, 128, 128, 32, cuda::fa2::Defect::mask_every_block>(params);
 }
 
 }  // namespace faprobe::planted

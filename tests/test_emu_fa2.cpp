@@ -10,6 +10,7 @@
 // check with O right. One timing test reports what an emulated verify costs.
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "case_support.hpp"
 #include "cuda/fa2/fa2_emulated.hpp"
+#include "cuda/fa2/fa2_launch.hpp"
 #include "cuda/kernel_implementation.hpp"
 #include "cuda/common/emu/emulator.hpp"
 #include "emulator_test_support.hpp"
@@ -37,13 +39,16 @@ using cuda::fa2::Defect;
 using namespace test_support;  // make_case, run_flash_kernel and the shared checks
 
 // The output of fa2 on case c under the emulator, with kDefect planted; the LSE too when lse is given.
+// Defect::none runs the tile plain cuda.fa2 runs for the case, or `tile`; a defect is planted in the default
+// tile without a mask.
 template <Defect kDefect = Defect::none>
-HostTensor run_fa2(const Case& c, std::vector<float>* lse = nullptr) {
+HostTensor run_fa2(const Case& c, std::vector<float>* lse = nullptr, std::optional<cuda::Tile> tile = std::nullopt) {
   return run_flash_kernel(
       c,
-      [](cuda::AttentionArgs& args) {
+      [&](cuda::AttentionArgs& args) {
         if constexpr (kDefect == Defect::none) {
-          cuda::fa2_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args);
+          const cuda::Tile chosen = tile ? *tile : *cuda::default_tile(cuda::fa2_instantiations(), c.dtype, c.head_dim, c.mask);
+          cuda::fa2_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args, chosen);
         } else {
           cuda::fa2::forward_emulated<kDefect>(args);
         }
@@ -80,17 +85,24 @@ std::vector<Case> odd_shapes() {
   };
 }
 
-class Fa2OddShapes : public testing::TestWithParam<Case> {};
+// Every odd shape in every tile instantiated for its dtype and head_dim (fa2/CMakeLists.txt's list).
+std::vector<TiledCase> odd_shapes_in_every_tile() { return in_every_tile(odd_shapes(), cuda::fa2_instantiations()); }
+
+class Fa2OddShapes : public testing::TestWithParam<TiledCase> {};
 
 TEST_P(Fa2OddShapes, MatchesReference) {
-  const Case& c = GetParam();
-  ASSERT_EQ(cuda::fa2_supports(c.dtype, c.head_dim), "");
-  const VerifyResult result = check(c, run_fa2(c));
-  EXPECT_TRUE(result.passed) << c.label() << ": " << describe(result);
+  const Case& c = GetParam().c;
+  ASSERT_EQ(cuda::fa2_supports(c, GetParam().tile), "");
+  const VerifyResult result = check(c, run_fa2(c, nullptr, GetParam().tile));
+  EXPECT_TRUE(result.passed) << c.label() << " tile " << GetParam().tile.name() << ": " << describe(result);
   EXPECT_GT(result.rows_checked, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Emulated, Fa2OddShapes, testing::ValuesIn(odd_shapes()), case_name);
+INSTANTIATE_TEST_SUITE_P(Emulated, Fa2OddShapes, testing::ValuesIn(odd_shapes_in_every_tile()), tiled_case_name);
+
+TEST(Fa2, EveryInstantiationIsInTheVerifyMatrix) {
+  expect_every_instantiation_covered(odd_shapes_in_every_tile(), cuda::fa2_instantiations());
+}
 
 TEST(Fa2, RowsWithoutKeysAreZeros) {
   // 129 rows, 17 keys: the first query block (128 rows) has 16 rows that see a key, the second none.
@@ -112,19 +124,31 @@ TEST(Fa2, LogSumExpMatchesHost) {
 
 // --- Support and shape. ---
 TEST(Fa2, RefusesWhatIsNotInstantiatedWithAReason) {
-  expect_refuses_with_reasons(cuda::fa2_supports, cuda::fa2_forward, 96);
-  EXPECT_NE(cuda::fa2_supports(DType::fp32, 64).find("fa2"), std::string::npos) << "the reason names the kernel";
+  const auto supports = [](DType dtype, std::int64_t head_dim) {
+    return cuda::fa2_supports(make_case(1, 1, 1, 64, 64, head_dim, dtype, Mask::none), std::nullopt);
+  };
+  const auto forward = [](const cuda::Launch& launch, const cuda::AttentionArgs& args) {
+    cuda::fa2_forward(launch, args, cuda::Tile{128, 64});
+  };
+  expect_refuses_with_reasons(supports, forward, 96);
+  EXPECT_NE(supports(DType::fp32, 64).find("fa2"), std::string::npos) << "the reason names the kernel";
+  const std::string elsewhere =
+      cuda::fa2_supports(make_case(1, 1, 1, 64, 64, 64, DType::bf16, Mask::none), cuda::Tile{64, 64});
+  EXPECT_NE(elsewhere.find("the fa2 tile 64x64 is instantiated for fp16 d128, bf16 d128 only"), std::string::npos) << elsewhere;
   cuda::AttentionArgs args;
   args.dtype = DType::fp16;
   args.head_dim = 64;  // supported, but no tensors
-  EXPECT_THROW(cuda::fa2_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args), std::invalid_argument);
+  EXPECT_THROW(cuda::fa2_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args, cuda::Tile{128, 64}),
+               std::invalid_argument);
   args.batch = 70000;  // past the grid's z extent
-  EXPECT_THROW(cuda::fa2_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args), std::invalid_argument);
+  EXPECT_THROW(cuda::fa2_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args, cuda::Tile{128, 64}),
+               std::invalid_argument);
 }
 
 TEST(Fa2, ShapeFitsEveryTarget) {
-  for (const std::int64_t d : {64, 128, 256}) {
-    const cuda::KernelShape shape = cuda::fa2_shape(DType::bf16, d);
+  for (const cuda::TileInstantiation& i : cuda::fa2_instantiations()) {
+    const std::int64_t d = i.head_dim;
+    const cuda::KernelShape shape = cuda::fa2_shape(i.dtype, d, i.tile);
     EXPECT_EQ(shape.threads, 128) << "4 warps split the query rows";
     EXPECT_EQ(shape.block_q % 64, 0) << "whole 16-row tiles for each of 4 warps";
     EXPECT_EQ(shape.block_k % 32, 0) << "whole 16-key steps, read two 8-key tiles at a time";
@@ -132,7 +156,7 @@ TEST(Fa2, ShapeFitsEveryTarget) {
     EXPECT_EQ(shape.shared_bytes, std::size_t(shape.block_q + 2 * shape.block_k) * std::size_t(d + 8) * 2);
     EXPECT_LE(shape.shared_bytes, std::size_t{163} * 1024);
   }
-  EXPECT_EQ(cuda::fa2_shape(DType::fp32, 64).threads, 0) << "no shape for what is not supported";
+  EXPECT_EQ(cuda::fa2_shape(DType::fp32, 64, cuda::Tile{128, 64}).threads, 0) << "no shape for what is not supported";
 }
 
 // --- Planted defects: each is caught where it matters, while the production kernel passes the case. ---
@@ -163,7 +187,7 @@ TEST(Fa2Planted, CausalOffByOneIsCaught) {
 TEST(Fa2Planted, MissingBarrierIsReportedAsARace) {
   const Case c = make_case(1, 1, 1, 129, 129, 64, DType::bf16, Mask::none);
   const std::string message = emu::testing::launch_error([&] { (void)run_fa2<Defect::missing_barrier>(c); });
-  for (const char* part : {"kernel 'fa2_bf16_hdim64'", "race on shared memory byte offset", "ldmatrix by this thread",
+  for (const char* part : {"kernel 'fa2_bf16_hdim64_128x64'", "race on shared memory byte offset", "ldmatrix by this thread",
                            "cp.async by thread"})
     EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;
   std::printf("missing_barrier: %s\n", message.c_str());
@@ -179,7 +203,7 @@ TEST(Fa2Planted, MissingBarrierIsReportedAsARace) {
 TEST(Fa2Planted, ADroppedCpAsyncWaitIsReported) {
   const Case c = make_case(1, 1, 1, 129, 129, 64, DType::fp16, Mask::none);
   const std::string message = emu::testing::launch_error([&] { (void)run_fa2<Defect::no_cp_async_wait>(c); });
-  emu::testing::expect_mentions(message, {"kernel 'fa2_fp16_hdim64'", "ldmatrix of shared byte offset", "before it has landed",
+  emu::testing::expect_mentions(message, {"kernel 'fa2_fp16_hdim64_128x64'", "ldmatrix of shared byte offset", "before it has landed",
                                           "a cp.async issued by thread", "in its commit group 0"});
 }
 
@@ -203,7 +227,7 @@ class PlantedFa2 final : public cuda::KernelImplementation {
 
  protected:
   std::string kernel_name() const override { return "fa2+" + defect_; }
-  std::string kernel_supports(const Case& c) const override { return cuda::fa2_supports(c.dtype, c.head_dim); }
+  std::string kernel_supports(const Case& c) const override { return cuda::fa2_supports(c, std::nullopt); }
 
  private:
   class Run final : public cuda::KernelRun {

@@ -31,14 +31,13 @@ namespace faprobe {
 namespace {
 
 using cuda::fa3::Defect;
-using cuda::fa3::Instance;
 using namespace test_support;
 
 // The output of fa3 on case c under the emulator on a persistent grid of `sms` CTAs: the tile plain cuda.fa3
 // runs for the case, or `tile`.
 HostTensor run_fa3(const Case& c, std::vector<float>* lse = nullptr, int sms = cuda::fa3::kEmulatedSms,
-                   std::optional<cuda::Fa3Tile> tile = std::nullopt) {
-  const cuda::Fa3Tile chosen = tile ? *tile : *cuda::fa3_default_tile(c.dtype, c.head_dim, c.mask);
+                   std::optional<cuda::Tile> tile = std::nullopt) {
+  const cuda::Tile chosen = tile ? *tile : *cuda::default_tile(cuda::fa3_instantiations(), c.dtype, c.head_dim, c.mask);
   return run_flash_kernel(
       c,
       [&](cuda::AttentionArgs& args) {
@@ -61,15 +60,15 @@ HostTensor run_fa3_defect(const Case& c) {
     std::vector<std::uint64_t> workspace((cuda::fa3_workspace_bytes(args) + 7) / 8);
     args.workspace = workspace.data();
     if (c.dtype == DType::fp16 && c.head_dim == 64) {
-      cuda::fa3::forward_emulated<Instance<cuda::isa::Half, 64, 128, 128>, kDefect>(args);
+      cuda::fa3::forward_emulated<cuda::TiledInstance<cuda::isa::Half, 64, 128, 128>, kDefect>(args);
     } else if (c.dtype == DType::fp16 && c.head_dim == 128) {
-      cuda::fa3::forward_emulated<Instance<cuda::isa::Half, 128, 128, 128>, kDefect>(args);
+      cuda::fa3::forward_emulated<cuda::TiledInstance<cuda::isa::Half, 128, 128, 128>, kDefect>(args);
     } else if (c.dtype == DType::bf16 && c.head_dim == 64) {
-      cuda::fa3::forward_emulated<Instance<cuda::isa::BFloat16, 64, 192, 128>, kDefect>(args);
+      cuda::fa3::forward_emulated<cuda::TiledInstance<cuda::isa::BFloat16, 64, 192, 128>, kDefect>(args);
     } else if (c.dtype == DType::bf16 && c.head_dim == 128) {
-      cuda::fa3::forward_emulated<Instance<cuda::isa::BFloat16, 128, 128, 128>, kDefect>(args);
+      cuda::fa3::forward_emulated<cuda::TiledInstance<cuda::isa::BFloat16, 128, 128, 128>, kDefect>(args);
     } else if (c.dtype == DType::fp8_e4m3 && c.head_dim == 128) {
-      cuda::fa3::forward_emulated<Instance<cuda::isa::E4M3, 128, 128, 128>, kDefect>(args);
+      cuda::fa3::forward_emulated<cuda::TiledInstance<cuda::isa::E4M3, 128, 128, 128>, kDefect>(args);
     } else {
       throw std::invalid_argument("run_fa3_defect: no planted instantiation for " + c.label());
     }
@@ -114,21 +113,7 @@ std::vector<Case> odd_shapes() {
 }
 
 // Every odd shape in every tile instantiated for its dtype and head_dim (fa3/CMakeLists.txt's list).
-struct TiledCase {
-  Case c;
-  cuda::Fa3Tile tile;
-};
-std::vector<TiledCase> odd_shapes_in_every_tile() {
-  std::vector<TiledCase> cases;
-  for (const Case& c : odd_shapes())
-    for (const cuda::Fa3Instantiation& i : cuda::fa3_instantiations())
-      if (i.dtype == c.dtype && i.head_dim == c.head_dim) cases.push_back({c, i.tile});
-  return cases;
-}
-void PrintTo(const TiledCase& t, std::ostream* out) { *out << t.c.label() << " tile " << t.tile.name(); }
-std::string tiled_case_name(const testing::TestParamInfo<TiledCase>& info) {
-  return case_name(testing::TestParamInfo<Case>(info.param.c, info.index)) + "_" + info.param.tile.name();
-}
+std::vector<TiledCase> odd_shapes_in_every_tile() { return in_every_tile(odd_shapes(), cuda::fa3_instantiations()); }
 
 class Fa3OddShapes : public testing::TestWithParam<TiledCase> {};
 
@@ -142,14 +127,8 @@ TEST_P(Fa3OddShapes, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Emulated, Fa3OddShapes, testing::ValuesIn(odd_shapes_in_every_tile()), tiled_case_name);
 
-// Every instantiation of the list is run by some odd shape (so none escapes the matrix above).
 TEST(Fa3, EveryInstantiationIsInTheVerifyMatrix) {
-  for (const cuda::Fa3Instantiation& i : cuda::fa3_instantiations()) {
-    const auto cases = odd_shapes_in_every_tile();
-    EXPECT_TRUE(std::any_of(cases.begin(), cases.end(), [&](const TiledCase& t) {
-      return t.c.dtype == i.dtype && t.c.head_dim == i.head_dim && t.tile == i.tile;
-    })) << to_string(i.dtype) << " d" << i.head_dim << " " << i.tile.name();
-  }
+  expect_every_instantiation_covered(odd_shapes_in_every_tile(), cuda::fa3_instantiations());
 }
 
 TEST(Fa3, PersistentGridSmallerThanTheTilesWalksEveryTile) {
@@ -182,13 +161,13 @@ TEST(Fa3, RefusesWhatIsNotInstantiatedWithAReason) {
     return cuda::fa3_supports(make_case(1, 1, 1, 64, 64, head_dim, dtype, Mask::none), std::nullopt);
   };
   const auto forward = [](const cuda::Launch& launch, const cuda::AttentionArgs& args) {
-    cuda::fa3_forward(launch, args, cuda::Fa3Tile{128, 128});
+    cuda::fa3_forward(launch, args, cuda::Tile{128, 128});
   };
   expect_refuses_with_reasons(supports, forward, 96);
   EXPECT_NE(supports(DType::fp32, 64).find("fa3"), std::string::npos) << "the reason names the kernel";
   // A tile that is not built for the case names where it is built.
   const std::string reason =
-      cuda::fa3_supports(make_case(1, 1, 1, 64, 64, 64, DType::bf16, Mask::none), cuda::Fa3Tile{128, 176});
+      cuda::fa3_supports(make_case(1, 1, 1, 64, 64, 64, DType::bf16, Mask::none), cuda::Tile{128, 176});
   EXPECT_NE(reason.find("the fa3 tile 128x176 is instantiated for fp16 d128, bf16 d128 only"), std::string::npos) << reason;
   EXPECT_NE(cuda::fa3_supports(make_case(1, 1, 1, 64, 64, 64, DType::bf16, Mask::causal_top_left), std::nullopt)
                 .find("bottom-right"),
@@ -198,7 +177,7 @@ TEST(Fa3, RefusesWhatIsNotInstantiatedWithAReason) {
 // Each instantiation: a producer and block_q / 64 consumer warpgroups, and its shared memory within Hopper's:
 // Q, two K and two V stages, e4m3's O staging (16-bit O is staged in Q), 10 mbarriers of 8 bytes.
 TEST(Fa3, ShapesAreWarpgroupsWithinHoppersSharedMemory) {
-  for (const cuda::Fa3Instantiation& i : cuda::fa3_instantiations()) {
+  for (const cuda::TileInstantiation& i : cuda::fa3_instantiations()) {
     SCOPED_TRACE(testing::Message() << to_string(i.dtype) << " d" << i.head_dim << " " << i.tile.name());
     const cuda::KernelShape shape = cuda::fa3_shape(i.dtype, i.head_dim, i.tile);
     EXPECT_EQ(shape.threads, 128 + 128 * (i.tile.block_q / 64));
@@ -215,7 +194,7 @@ TEST(Fa3, ShapesAreWarpgroupsWithinHoppersSharedMemory) {
     for (std::int64_t d : {64, 128, 256})
       for (Mask mask : {Mask::none, Mask::causal}) {
         int defaults = 0;
-        for (const cuda::Fa3Instantiation& i : cuda::fa3_instantiations())
+        for (const cuda::TileInstantiation& i : cuda::fa3_instantiations())
           if (i.dtype == dtype && i.head_dim == d && (mask == Mask::none ? i.default_without_mask : i.default_causal)) ++defaults;
         EXPECT_EQ(defaults, 1) << to_string(dtype) << " d" << d << " " << to_string(mask);
       }

@@ -1036,9 +1036,16 @@ TEST_P(Fa2Kernel, SteadyStateLoopKeepsItsBudget) {
   EXPECT_TRUE(problems.empty()) << joined(problems);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fa2, Fa2Kernel,
-                         ::testing::Values("fa2_fp16_hdim64", "fa2_fp16_hdim128", "fa2_fp16_hdim256", "fa2_bf16_hdim64",
-                                           "fa2_bf16_hdim128", "fa2_bf16_hdim256"),
+// FA-2's instantiations (kernels/cuda/fa2/CMakeLists.txt's list, through its generated fa2_instantiations.inc).
+std::vector<std::string> fa2_kernels() {
+  return {
+#define FAPROBE_FA2_INSTANTIATION(E, dtype, D, BQ, BK, default_none, default_causal) "fa2_" #dtype "_hdim" #D "_" #BQ "x" #BK,
+#include "cuda/fa2/fa2_instantiations.inc"
+#undef FAPROBE_FA2_INSTANTIATION
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Fa2, Fa2Kernel, ::testing::ValuesIn(fa2_kernels()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // --- The checks can fail ---

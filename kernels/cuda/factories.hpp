@@ -1,4 +1,4 @@
-// Factories of the implementations on faprobe's CUDA kernels, one per file (naive.cpp, fa1.cpp, fa2.cpp). Each is
+// Factories of the implementations on faprobe's CUDA kernels, one per file (naive.cpp, fa1.cpp, fa2/, fa3/). Each is
 // registered twice: for the GPU (cuda.<name>) and under the emulator (emu.<name>).
 #pragma once
 #include <memory>
@@ -12,6 +12,8 @@ namespace faprobe::cuda {
 std::unique_ptr<Implementation> make_naive(Target target);  // cuBLAS S = Q·Kᵀ, softmax kernel, cuBLAS P·V
 std::unique_ptr<Implementation> make_fa1(Target target);    // FlashAttention-1: one CTA per (batch, head)
 std::unique_ptr<Implementation> make_fa2(Target target);    // FlashAttention-2: one CTA per (query block, head, batch)
+// cuda.fa2@<tile> (emu.fa2@<tile>): one implementation per tile built (fa2/CMakeLists.txt), reachable by name.
+std::vector<std::unique_ptr<Implementation>> make_fa2_variants(Target target);
 std::unique_ptr<Implementation> make_fa3(Target target);    // FlashAttention-3 (sm_90a): TMA + wgmma, warp-specialized
 // cuda.fa3@<tile> (emu.fa3@<tile>): one implementation per tile built (fa3/CMakeLists.txt), reachable by name.
 std::vector<std::unique_ptr<Implementation>> make_fa3_variants(Target target);

@@ -15,8 +15,11 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "cuda/common/tile_list.hpp"
 #include "cuda/launchers.hpp"
 #include "cuda/runtime/gpu.hpp"
 #include "model/implementation.hpp"
@@ -107,5 +110,39 @@ class KernelImplementation : public Implementation {
  private:
   Target target_;
 };
+
+// A kernel built in tiles (cuda/common/tile_list.hpp: cuda.fa2, cuda.fa3), registered twice over: the plain
+// implementation runs, for each case, the tile its kernel's list marks for the case's dtype, head_dim and mask;
+// each tile built is also an implementation of its own, the variant "<implementation>@<tile>", run only when
+// named. A subclass says which kernel and list it is and makes the run for a chosen tile.
+class TiledKernelImplementation : public KernelImplementation {
+ public:
+  TiledKernelImplementation(Target target, std::optional<Tile> tile) : KernelImplementation(target), tile_(tile) {}
+  std::string variant_of() const final { return tile_ ? base_name(kernel()) : ""; }
+
+ protected:
+  virtual std::string kernel() const = 0;  // "fa2"
+  virtual const TileList& instantiations() const = 0;
+  std::string kernel_name() const final { return tile_ ? kernel() + "@" + tile_->name() : kernel(); }
+  // The tile case c runs with: the variant's own, or the default the list marks for it (supports() checked
+  // that there is one).
+  Tile tile_for(const Case& c) const { return tile_ ? *tile_ : *default_tile(instantiations(), c.dtype, c.head_dim, c.mask); }
+  const std::optional<Tile>& tile() const { return tile_; }
+  // The record's details of the tile: its name and how it was chosen.
+  nlohmann::json tile_details(const Tile& chosen) const {
+    return {{"tile", chosen.name()}, {"tile_choice", tile_ ? "named" : "the default for its dtype, head_dim and mask"}};
+  }
+
+ private:
+  std::optional<Tile> tile_;  // nullopt: the plain implementation
+};
+
+// One Impl (a TiledKernelImplementation taking (target, tile)) per tile of its list: the variants.
+template <class Impl>
+std::vector<std::unique_ptr<Implementation>> make_tile_variants(Target target, const TileList& list) {
+  std::vector<std::unique_ptr<Implementation>> variants;
+  for (const Tile& tile : distinct_tiles(list)) variants.push_back(std::make_unique<Impl>(target, tile));
+  return variants;
+}
 
 }  // namespace faprobe::cuda

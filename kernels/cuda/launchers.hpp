@@ -90,13 +90,7 @@ KernelShape fa1_shape(DType dtype, std::int64_t head_dim);
 std::size_t fa1_workspace_bytes(const AttentionArgs& args);
 void fa1_forward(const Launch& launch, const AttentionArgs& args);
 
-// --- cuda.fa2 (cuda/fa2/): FlashAttention-2, one CTA per (query block, head, batch), O in registers. ---
-std::string fa2_supports(DType dtype, std::int64_t head_dim);  // "" or the reason, as fa1_supports
-KernelShape fa2_shape(DType dtype, std::int64_t head_dim);
-// No workspace: args.workspace is ignored. Throws std::invalid_argument on what the kernel cannot run.
-void fa2_forward(const Launch& launch, const AttentionArgs& args);
-
-// cuda.fa3's entry points are in its folder: cuda/fa3/fa3_launch.hpp.
+// cuda.fa2's and cuda.fa3's entry points are in their folders: cuda/fa2/fa2_launch.hpp, cuda/fa3/fa3_launch.hpp.
 
 // --- cuda.decode and cuda.decode-splitk (cuda/decode/): decode attention (seq_q = 1) over any K/V layout;
 // with args.splits > 1 the keys of each entry are split over that many CTAs and a combine kernel merges them.

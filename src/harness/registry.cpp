@@ -44,7 +44,9 @@ std::vector<std::unique_ptr<Implementation>>& registered_variants() {
     const auto append = [&list](std::vector<std::unique_ptr<Implementation>> more) {
       for (auto& impl : more) list.push_back(std::move(impl));
     };
+    append(cuda::make_fa2_variants(cuda::Target::gpu));
     append(cuda::make_fa3_variants(cuda::Target::gpu));
+    append(cuda::make_fa2_variants(cuda::Target::emulator));
     append(cuda::make_fa3_variants(cuda::Target::emulator));
     return list;
   }();

@@ -1,6 +1,6 @@
 // cuda.fa2: FlashAttention-2's forward pass (Dao 2023, Algorithm 1 with its parallelization and work
-// partitioning), written once on the instruction layer: compiled by nvcc for sm_80 / sm_90a
-// (fa2_<dtype>_hdim<d>.cu) and by the host compiler under the emulator (fa2_emulated.cpp).
+// partitioning), written once on the instruction layer: compiled by nvcc for sm_80 / sm_90a (one generated
+// .cu per instantiation, fa2/CMakeLists.txt) and by the host compiler under the emulator (fa2_emulated.cpp).
 //
 // The idea: the loop order of FA-1 turned inside out. One CTA per (query block, head, batch) — parallel
 // over the sequence as well as over batch and heads — holds its block_q query rows' output O, row max m and
@@ -49,35 +49,38 @@
 
 namespace faprobe::cuda::fa2 {
 
-// Tile sizes per head_dim, with their reasons. 4 warps split the query rows (FA-2's work partitioning);
-// each warp owns m_tiles m16 row tiles (16·m_tiles rows), so block_q = 64·m_tiles. Every K and V fragment a
-// warp reads from shared memory serves all its m-tiles: with 2 the shared-memory traffic per mma.sync is
-// half that of 1 (ldmatrix bandwidth, not the tensor cores, bounds a 16-row warp on Hopper's mma.sync).
-// Per lane a warp holds O (m_tiles · d/8 · 4 fp32), the score tile (m_tiles · block_k/8 · 4 fp32) and P
-// (m_tiles · block_k/16 · 4 packed registers), all within 255 registers with no spill (checked by ptxas
-// -warn-spills in every build and by tests/test_static_checks.cpp):
-//   d = 64:  2 m-tiles (block_q 128), block_k 64: O 64 + S 64 + P 32 registers (218 used). block_k 128,
-//            flash-attention's choice at d 64, needs S 128 + P 64 and spills 68 bytes (nvcc 13.0, sm_90a).
-//   d = 128: 2 m-tiles (block_q 128), block_k 32: O 128 + S 32 + P 16 (250 used). block_k 64, flash-attention's
-//            choice, reaches 255 registers with 68 bytes of spills and ~110 register moves per key block
-//            (nvcc 13.0, sm_80 and sm_90a): 957 instructions per 64 keys against 536 per 32 keys here, so
-//            the 11 % fewer instructions per key it would save are spent on moves and local memory.
-//   d = 256: 1 m-tile (block_q 64), block_k 32: O 128 + S 16 + P 8; two m-tiles would need 256 for O alone,
-//            and block_k 64 spills 268 bytes on sm_80.
-// Shared memory is one Q, one K and one V tile: 36, 51 and 66 KiB for d 64, 128 and 256.
-template <int HeadDim>
+// The tile (block_q × block_k) is a template argument; kernels/cuda/fa2/CMakeLists.txt lists the ones built and
+// which one plain cuda.fa2 runs for each (dtype, head_dim, mask), each reachable by name (cuda.fa2@128x32). 4 warps
+// split the query rows (FA-2's work partitioning); each warp owns m_tiles = block_q / 64 m16 row tiles (16·m_tiles
+// rows). Every K and V fragment a warp reads from shared memory serves all its m-tiles: with 2 the shared-memory
+// traffic per mma.sync is half that of 1 (ldmatrix bandwidth, not the tensor cores, bounds a 16-row warp on
+// Hopper's mma.sync). Per lane a warp holds O (m_tiles · d/8 · 4 fp32), the score tile (m_tiles · block_k/8 · 4
+// fp32) and P (m_tiles · block_k/16 · 4 packed registers), all within 255 registers with no spill (checked by
+// ptxas -warn-spills in every build and by tests/test_static_checks.cpp). The defaults, with their reasons:
+//   d = 64:  128×64: O 64 + S 64 + P 32 registers (218 used). 128×128, flash-attention's choice at d 64, needs
+//            S 128 + P 64 and spills 68 bytes (nvcc 13.0, sm_90a).
+//   d = 128: 128×32: O 128 + S 32 + P 16 (250 used). 128×64, flash-attention's choice, reaches 255 registers
+//            with 68 bytes of spills and ~110 register moves per key block (nvcc 13.0, sm_80 and sm_90a): 957
+//            instructions per 64 keys against 536 per 32 keys here, so the 11 % fewer instructions per key it
+//            would save are spent on moves and local memory. 64×64 (one m-tile, O 64 + S 32 + P 16) is built
+//            as a variant: half the registers, twice the shared-memory reads per mma.sync; a GPU decides.
+//   d = 256: 64×32: O 128 + S 16 + P 8; two m-tiles would need 256 for O alone, and block_k 64 spills 268
+//            bytes on sm_80.
+// Shared memory is one Q, one K and one V tile: 36, 51 and 66 KiB for the defaults at d 64, 128 and 256.
+template <int HeadDim, int BlockQ, int BlockK>
 struct Traits {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "cuda.fa2 is instantiated for d 64, 128, 256");
+  static_assert(BlockQ == 64 || BlockQ == 128, "one or two m16 row tiles per warp of 4");
   static constexpr int head_dim = HeadDim;
   static constexpr int warps = 4;
   static constexpr int threads = warps * 32;
   // __launch_bounds__'s minimum CTAs per SM: 1 leaves ptxas every register it wants (at most 255, which
   // still fits two 128-thread CTAs per SM).
   static constexpr int min_ctas_per_sm = 1;
-  static constexpr int m_tiles = HeadDim <= 128 ? 2 : 1;
+  static constexpr int m_tiles = BlockQ / 64;
   static constexpr int rows_per_warp = 16 * m_tiles;
   static constexpr int block_q = warps * rows_per_warp;
-  static constexpr int block_k = HeadDim == 64 ? 64 : 32;
+  static constexpr int block_k = BlockK;
   static constexpr int row_stride = HeadDim + 8;  // halves per shared row: +16 bytes (warp_tiles.cuh)
   static constexpr std::size_t q_tile_bytes = std::size_t{block_q} * row_stride * 2;
   static constexpr std::size_t kv_tile_bytes = std::size_t{block_k} * row_stride * 2;
@@ -114,9 +117,9 @@ using Params = AttentionParams;
 // The kernel body, run by each of Traits::threads threads of a CTA; grid (ceil(seq_q / block_q), heads,
 // batch): CTA (x, y, z) computes query block x of head y of batch entry z. Traits::shared_bytes of dynamic
 // shared memory.
-template <class Element, int HeadDim, Defect kDefect = Defect::none>
+template <class Element, int HeadDim, int BlockQ, int BlockK, Defect kDefect = Defect::none>
 FAPROBE_DEVICE void forward_body(const Params& p) {
-  using T = Traits<HeadDim>;
+  using T = Traits<HeadDim, BlockQ, BlockK>;
   constexpr int key_tiles = T::block_k / 8;  // 8-key n-tiles of S = Q·Kᵀ
   constexpr int dim_tiles = HeadDim / 8;     // 8-column n-tiles of O
   constexpr int M = T::m_tiles;              // m16 row tiles per warp

@@ -1,19 +1,21 @@
-// cuda.fa2 on the GPU: turns the runtime (element type, head_dim) into the instantiation to launch, through
-// dispatch_instantiation (common/instantiation.hpp), the same one the emulated path uses. The kernels are
-// in fa2_<dtype>_hdim<d>.cu.
+// cuda.fa2 on the GPU: turns the runtime (element type, head_dim, tile) into the instantiation to launch, through
+// the generated list (fa2_instantiations.inc) the emulated path uses too. The kernels are in the generated
+// fa2_<dtype>_hdim<d>_<tile>.cu files.
 #include <stdexcept>
 #include <string>
 
+#include "cuda/fa2/fa2_dispatch.hpp"
 #include "cuda/fa2/fa2_gpu.hpp"
 
 namespace faprobe::cuda::fa2 {
 
-void forward_gpu(const Params& params, ElementType element, int head_dim, void* stream) {
-  const bool launched = dispatch_instantiation(element, head_dim, [&](auto instantiation) {
-    using I = decltype(instantiation);
-    launch<typename I::Element, I::head_dim>(params, stream);
+void forward_gpu(const Params& params, ElementType element, int head_dim, const Tile& tile, void* stream) {
+  const bool launched = dispatch(element, head_dim, tile, [&](auto instance) {
+    using I = decltype(instance);
+    launch<typename I::Element, I::head_dim, I::block_q, I::block_k>(params, stream);
   });
-  if (!launched) throw std::invalid_argument("fa2: no GPU instantiation for head_dim " + std::to_string(head_dim));
+  if (launched) return;
+  throw std::invalid_argument("fa2: no GPU instantiation for head_dim " + std::to_string(head_dim) + " tile " + tile.name());
 }
 
 }  // namespace faprobe::cuda::fa2

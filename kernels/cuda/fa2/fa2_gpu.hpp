@@ -1,10 +1,11 @@
 // Internal to cuda.fa2: its GPU side. forward_gpu (fa2_gpu.cu) picks the instantiation for (element type,
-// head_dim) and calls its launch function, defined with its __global__ wrapper in fa2_<dtype>_hdim<d>.cu.
-// The declarations are plain C++ (called from fa2_emulated.cpp in CUDA builds); launch_kernel, which the
-// instantiation files share, is compiled by nvcc only.
+// head_dim, tile) and calls its launch function, defined with its __global__ wrapper in the instantiation's
+// generated file (fa2_kernel.cu.in). The declarations are plain C++ (called from fa2_emulated.cpp in CUDA
+// builds); launch_kernel, which the instantiation files share, is compiled by nvcc only.
 #pragma once
 
 #include "cuda/fa2/fa2.cuh"
+#include "cuda/fa2/fa2_launch.hpp"
 
 #if defined(__CUDACC__)
 #include "cuda/common/launch_gpu.cuh"
@@ -14,24 +15,22 @@ namespace faprobe::cuda::fa2 {
 
 // Launches the kernel for params on the cudaStream_t stream (as void*); throws gpu::CudaError on a failed
 // launch and std::invalid_argument when there is no instantiation.
-void forward_gpu(const Params& params, ElementType element, int head_dim, void* stream);
+void forward_gpu(const Params& params, ElementType element, int head_dim, const Tile& tile, void* stream);
 
-// One per instantiation file.
-template <class Element, int HeadDim>
+// One per instantiation, in its generated file.
+template <class Element, int HeadDim, int BlockQ, int BlockK>
 void launch(const Params& params, void* stream);
-template <> void launch<isa::Half, 64>(const Params& params, void* stream);
-template <> void launch<isa::Half, 128>(const Params& params, void* stream);
-template <> void launch<isa::Half, 256>(const Params& params, void* stream);
-template <> void launch<isa::BFloat16, 64>(const Params& params, void* stream);
-template <> void launch<isa::BFloat16, 128>(const Params& params, void* stream);
-template <> void launch<isa::BFloat16, 256>(const Params& params, void* stream);
+#define FAPROBE_FA2_INSTANTIATION(E, dtype, D, BQ, BK, default_none, default_causal) \
+  template <>                                                                       \
+  void launch<isa::E, D, BQ, BK>(const Params& params, void* stream);
+#include "cuda/fa2/fa2_instantiations.inc"
+#undef FAPROBE_FA2_INSTANTIATION
 
 #if defined(__CUDACC__)
 // Launches Kernel on FA-2's grid: (query blocks, heads, batch); y and z are at most 65535 each
 // (make_attention_params checks batch·heads against an int only, fa2_forward the extents).
-template <auto Kernel, int HeadDim>
+template <auto Kernel, class T>
 void launch_kernel(const char* name, const Params& params, void* stream) {
-  using T = Traits<HeadDim>;
   cuda::launch_kernel<Kernel, T>(
       name, params,
       dim3(T::query_blocks(params.seq_q), static_cast<unsigned>(params.heads), static_cast<unsigned>(params.batch)),

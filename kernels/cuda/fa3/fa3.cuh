@@ -161,14 +161,6 @@ struct Traits {
 template <class Element, int HeadDim, int BlockQ, int BlockK>
 using TraitsOf = Traits<HeadDim, std::is_same_v<Element, isa::E4M3> ? 1 : 2, BlockQ, BlockK>;
 
-// The ElementType of an element tag.
-template <class Element>
-constexpr ElementType element_of() {
-  if constexpr (std::is_same_v<Element, isa::Half>) return ElementType::fp16;
-  else if constexpr (std::is_same_v<Element, isa::BFloat16>) return ElementType::bf16;
-  else return ElementType::e4m3;
-}
-
 // e4m3's P·V: within each 32-key group, V^T's column (and P's k index) p holds key
 // 16·(p / 16) + 2·((p % 16) / 4) + (p % 2) + 8·((p % 4) / 2), so that the e4m3 A fragment of P (4 consecutive k
 // per register) is made of the thread's own S accumulators, with no shuffle (isa_wgmma.hpp's layouts).
@@ -259,10 +251,10 @@ namespace detail {
 
 // The (query block, head, batch) of schedule position `tile`: L2 sections of section_pairs (batch, head) pairs
 // (the last one shorter), within a section the query blocks from the last to the first, the pairs fastest.
-struct Tile {
+struct ScheduledTile {
   int query_block, head, batch;
 };
-FAPROBE_DEVICE Tile tile_at(const Params& params, int tile) {
+FAPROBE_DEVICE ScheduledTile tile_at(const Params& params, int tile) {
   const AttentionParams& p = params.attention;
   const int section_tiles = params.section_pairs * params.query_blocks;
   const int section = tile / section_tiles;
@@ -296,7 +288,7 @@ FAPROBE_DEVICE void produce(const Params& params) {
   int load = 0;  // K/V loads issued so far: stage load % Stages, round load / Stages
   int tile_count = 0;
   for (int tile = static_cast<int>(isa::block_idx_x()); tile < params.tiles; tile += static_cast<int>(isa::grid_dim_x())) {
-    const Tile t = tile_at(params, tile);
+    const ScheduledTile t = tile_at(params, tile);
     // Q: wait until every consumer is done with the previous tile's Q (and, where O is staged in it, its store
     // has read it); the first wait passes at once.
     isa::mbarrier_wait_parity(T::q_empty, static_cast<unsigned>((tile_count & 1) ^ 1));
@@ -451,7 +443,7 @@ FAPROBE_DEVICE void consume(const Params& params, unsigned consumer) {
   int load = 0;
   int tile_count = 0;
   for (int tile = static_cast<int>(isa::block_idx_x()); tile < params.tiles; tile += static_cast<int>(isa::grid_dim_x())) {
-    const Tile t = tile_at(params, tile);
+    const ScheduledTile t = tile_at(params, tile);
     const int first_row = t.query_block * T::block_q + static_cast<int>(consumer) * T::rows_per_consumer;
     const int row0 = first_row + static_cast<int>(warp) * 16;
     const int blocks = key_blocks<T>(p, t.query_block);

@@ -77,7 +77,6 @@ isa::TensorMap tensor_map(Target target, const void* base, const TensorMapShape&
 #endif
 }
 
-const char* dtype_name(DType dtype) { return dtype == DType::fp8_e4m3 ? "fp8_e4m3" : dtype == DType::bf16 ? "bf16" : "fp16"; }
 
 }  // namespace
 
@@ -86,9 +85,6 @@ ElementType fa3_element(DType dtype) {
   return element_type("fa3", dtype);
 }
 
-std::string kernel_name(DType dtype, int head_dim, const Fa3Tile& tile) {
-  return fmt::format("fa3_{}_hdim{}_{}", dtype_name(dtype), head_dim, tile.name());
-}
 
 TransposeParams transpose_params(const AttentionArgs& args) {
   if (args.workspace == nullptr) throw std::invalid_argument("fa3_forward: fp8_e4m3 needs a workspace for V^T");
@@ -114,7 +110,7 @@ void transpose_v_emulated(const AttentionArgs& args) {
   emu::launch(config, [&] { transpose_v_body(transpose); });
 }
 
-Params make_params(const AttentionArgs& args, Target target, const Fa3Tile& tile) {
+Params make_params(const AttentionArgs& args, Target target, const Tile& tile) {
   Params params;
   const bool fp8 = args.dtype == DType::fp8_e4m3;
   AttentionArgs checked = args;
@@ -132,7 +128,7 @@ Params make_params(const AttentionArgs& args, Target target, const Fa3Tile& tile
   params.attention.o = {};  // O goes by TMA (o_map)
   int block_q = 0;
   const bool dispatched = dispatch(fa3_element(args.dtype), static_cast<int>(args.head_dim), tile, [&](auto instance) {
-    using T = typename decltype(instance)::Traits;
+    using T = TraitsOfInstance<decltype(instance)>;
     const int element_bytes = T::fp8 ? 1 : 2;
     params.q_map = tensor_map(target, args.q, tensor_shape(args.batch, args.seq_q, args.heads, T::head_dim, element_bytes,
                                                            T::column_elements, T::block_q, T::qk_tma_swizzle));
@@ -164,7 +160,7 @@ Params make_params(const AttentionArgs& args, Target target, const Fa3Tile& tile
   return params;
 }
 
-void forward_emulated(const AttentionArgs& args, const Fa3Tile& tile, int sms) {
+void forward_emulated(const AttentionArgs& args, const Tile& tile, int sms) {
   if (fa3_element(args.dtype) == ElementType::e4m3) transpose_v_emulated(args);
   const Params params = make_params(args, Target::emulator, tile);
   dispatch(fa3_element(args.dtype), static_cast<int>(args.head_dim), tile, [&](auto instance) {
@@ -175,37 +171,14 @@ void forward_emulated(const AttentionArgs& args, const Fa3Tile& tile, int sms) {
 
 }  // namespace fa3
 
-std::string Fa3Tile::name() const { return fmt::format("{}x{}", block_q, block_k); }
-
-const std::vector<Fa3Instantiation>& fa3_instantiations() {
-  static const std::vector<Fa3Instantiation> list = {
+const TileList& fa3_instantiations() {
+  static const TileList list = {
 #define FAPROBE_FA3_INSTANTIATION(E, dtype, D, BQ, BK, default_none, default_causal) \
-  {DType::dtype, D, Fa3Tile{BQ, BK}, default_none != 0, default_causal != 0},
+  {DType::dtype, D, Tile{BQ, BK}, default_none != 0, default_causal != 0},
 #include "cuda/fa3/fa3_instantiations.inc"
 #undef FAPROBE_FA3_INSTANTIATION
   };
   return list;
-}
-
-std::vector<Fa3Tile> fa3_tiles() {
-  std::vector<Fa3Tile> tiles;
-  for (const Fa3Instantiation& i : fa3_instantiations())
-    if (std::find(tiles.begin(), tiles.end(), i.tile) == tiles.end()) tiles.push_back(i.tile);
-  return tiles;
-}
-
-std::optional<Fa3Tile> fa3_tile_named(const std::string& name) {
-  for (const Fa3Tile& tile : fa3_tiles())
-    if (tile.name() == name) return tile;
-  return std::nullopt;
-}
-
-std::optional<Fa3Tile> fa3_default_tile(DType dtype, std::int64_t head_dim, Mask mask) {
-  for (const Fa3Instantiation& i : fa3_instantiations()) {
-    if (i.dtype != dtype || i.head_dim != head_dim) continue;
-    if (mask == Mask::none ? i.default_without_mask : mask == Mask::causal && i.default_causal) return i.tile;
-  }
-  return std::nullopt;
 }
 
 std::string fa3_gpu_missing() {
@@ -218,7 +191,7 @@ std::string fa3_gpu_missing() {
 #endif
 }
 
-std::string fa3_supports(const Case& c, const std::optional<Fa3Tile>& tile) {
+std::string fa3_supports(const Case& c, const std::optional<Tile>& tile) {
   if (c.dtype != DType::fp16 && c.dtype != DType::bf16 && c.dtype != DType::fp8_e4m3)
     return fmt::format("the fa3 kernel supports fp16 and bf16, and fp8_e4m3 with per-tensor scales (wgmma inputs), not {}",
                        to_string(c.dtype));
@@ -226,25 +199,14 @@ std::string fa3_supports(const Case& c, const std::optional<Fa3Tile>& tile) {
     return fmt::format("the fa3 kernel is instantiated for head_dim 64, 128 and 256, not {}", c.head_dim);
   if (c.mask == Mask::causal_top_left)
     return "the fa3 kernel's causal mask is bottom-right (flash-attention's), not causal-top-left";
-  if (!tile) {
-    if (!fa3_default_tile(c.dtype, c.head_dim, c.mask))
-      return fmt::format("no fa3 tile is marked for {} head_dim {} mask {} (kernels/cuda/fa3/CMakeLists.txt)",
-                         to_string(c.dtype), c.head_dim, to_string(c.mask));
-    return "";
-  }
-  for (const Fa3Instantiation& i : fa3_instantiations())
-    if (i.dtype == c.dtype && i.head_dim == c.head_dim && i.tile == *tile) return "";
-  std::vector<std::string> built;
-  for (const Fa3Instantiation& i : fa3_instantiations())
-    if (i.tile == *tile) built.push_back(fmt::format("{} d{}", to_string(i.dtype), i.head_dim));
-  return fmt::format("the fa3 tile {} is instantiated for {} only", tile->name(), fmt::join(built, ", "));
+  return tile_supports("fa3", fa3_instantiations(), c, tile);
 }
 
-KernelShape fa3_shape(DType dtype, std::int64_t head_dim, const Fa3Tile& tile) {
+KernelShape fa3_shape(DType dtype, std::int64_t head_dim, const Tile& tile) {
   KernelShape shape;
   if (dtype != DType::fp16 && dtype != DType::bf16 && dtype != DType::fp8_e4m3) return shape;
   fa3::dispatch(fa3::fa3_element(dtype), static_cast<int>(head_dim), tile, [&](auto instance) {
-    using T = typename decltype(instance)::Traits;
+    using T = fa3::TraitsOfInstance<decltype(instance)>;
     shape.block_q = T::block_q;
     shape.block_k = T::block_k;
     shape.threads = T::threads;
@@ -259,7 +221,7 @@ std::size_t fa3_workspace_bytes(const AttentionArgs& args) {
          static_cast<std::size_t>(fa3::transposed_keys(static_cast<int>(args.seq_k)));
 }
 
-void fa3_forward(const Launch& launch, const AttentionArgs& args, const Fa3Tile& tile) {
+void fa3_forward(const Launch& launch, const AttentionArgs& args, const Tile& tile) {
   if (launch.target == Target::emulator) {
     fa3::forward_emulated(args, tile);
     return;

@@ -11,6 +11,7 @@
 
 #include "cuda/common/emu/emulator.hpp"
 #include "cuda/fa3/fa3.cuh"
+#include "cuda/fa3/fa3_dispatch.hpp"
 #include "cuda/fa3/fa3_launch.hpp"
 #include "cuda/fa3/transpose_v.cuh"
 
@@ -19,36 +20,11 @@ namespace faprobe::cuda::fa3 {
 // fp16, bf16 or e4m3 (for fp8_e4m3); throws std::invalid_argument naming fa3 otherwise.
 ElementType fa3_element(DType dtype);
 
-// One instantiation as a type: fn(Instance<...>{}) gets its element tag, head_dim and tile.
-template <class E, int HeadDim, int BlockQ, int BlockK>
-struct Instance {
-  using Element = E;
-  static constexpr int head_dim = HeadDim, block_q = BlockQ, block_k = BlockK;
-  using Traits = TraitsOf<E, HeadDim, BlockQ, BlockK>;
-};
-
-// Calls fn(Instance<...>{}) for the instantiation of (element, head_dim, tile) and returns true, or returns
-// false when the list has none.
-template <class Fn>
-bool dispatch(ElementType element, int head_dim, const Fa3Tile& tile, Fn&& fn) {
-#define FAPROBE_FA3_INSTANTIATION(E, dtype, D, BQ, BK, default_none, default_causal)                       \
-  if (element == element_of<isa::E>() && head_dim == D && tile.block_q == BQ && tile.block_k == BK) { \
-    fn(Instance<isa::E, D, BQ, BK>{});                                                                 \
-    return true;                                                                                      \
-  }
-#include "cuda/fa3/fa3_instantiations.inc"
-#undef FAPROBE_FA3_INSTANTIATION
-  return false;
-}
-
-// "fa3_<dtype>_hdim<d>_<block_q>x<block_k>": an instantiation's name in errors and profiles (its GPU kernel's).
-std::string kernel_name(DType dtype, int head_dim, const Fa3Tile& tile);
-
 // The kernel's Params for args and a tile on target: make_attention_params's checks, then the tensor maps of
 // Q, K, V and O (host pointers for the emulator, device pointers for the GPU; for e4m3, V's map reads V^T in
 // args.workspace, which transpose_params's kernel must have written) and the schedule. Throws
 // std::invalid_argument naming what is wrong.
-Params make_params(const AttentionArgs& args, Target target, const Fa3Tile& tile);
+Params make_params(const AttentionArgs& args, Target target, const Tile& tile);
 // The e4m3 prologue's arguments: V in args.v, V^T in args.workspace.
 TransposeParams transpose_params(const AttentionArgs& args);
 
@@ -80,7 +56,7 @@ void run_emulated(const Params& params, unsigned ctas);
 // The e4m3 prologue (V^T into args.workspace) under the emulator.
 void transpose_v_emulated(const AttentionArgs& args);
 
-// Runs instantiation I (an Instance) with kDefect planted under the emulator on host memory, on a persistent
+// Runs instantiation I (a TiledInstance) with kDefect planted under the emulator on host memory, on a persistent
 // grid of min(tiles, sms) CTAs (after the V transpose for e4m3). The tests plant defects this way, each in one
 // instantiation; fa3_forward runs Defect::none of any through the generated files.
 template <class I, Defect kDefect>
@@ -89,11 +65,11 @@ void forward_emulated(const AttentionArgs& args, int sms = kEmulatedSms) {
     throw std::invalid_argument(fmt::format("forward_emulated: the instantiation is for head_dim {}, the case has {} {}",
                                             I::head_dim, to_string(args.dtype), args.head_dim));
   if (fa3_element(args.dtype) == ElementType::e4m3) transpose_v_emulated(args);
-  const Params params = make_params(args, Target::emulator, Fa3Tile{I::block_q, I::block_k});
+  const Params params = make_params(args, Target::emulator, Tile{I::block_q, I::block_k});
   run_emulated_body<typename I::Element, I::head_dim, I::block_q, I::block_k, kDefect>(params, persistent_ctas(params, sms));
 }
 
 // Defect::none of the instantiation (args.dtype, args.head_dim, tile) under the emulator, on min(tiles, sms) CTAs.
-void forward_emulated(const AttentionArgs& args, const Fa3Tile& tile, int sms = kEmulatedSms);
+void forward_emulated(const AttentionArgs& args, const Tile& tile, int sms = kEmulatedSms);
 
 }  // namespace faprobe::cuda::fa3

@@ -6,23 +6,22 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda/fa3/fa3_dispatch.hpp"
 #include "cuda/fa3/fa3_gpu.hpp"
 #include "cuda/runtime/gpu.hpp"
 
 namespace faprobe::cuda::fa3 {
-void forward_gpu(const Params& params, ElementType element, int head_dim, const Fa3Tile& tile, void* stream) {
+void forward_gpu(const Params& params, ElementType element, int head_dim, const Tile& tile, void* stream) {
   static const int sms = [] {
     const std::vector<gpu::DeviceInfo> found = gpu::devices();
     return found.empty() ? kEmulatedSms : found.front().sm_count;
   }();
   const unsigned ctas = persistent_ctas(params, sms);
-#define FAPROBE_FA3_INSTANTIATION(E, dtype, D, BQ, BK, default_none, default_causal)                          \
-  if (element == element_of<isa::E>() && head_dim == D && tile.block_q == BQ && tile.block_k == BK) { \
-    launch<isa::E, D, BQ, BK>(params, ctas, stream);                                                      \
-    return;                                                                                              \
-  }
-#include "cuda/fa3/fa3_instantiations.inc"
-#undef FAPROBE_FA3_INSTANTIATION
+  const bool launched = dispatch(element, head_dim, tile, [&](auto instance) {
+    using I = decltype(instance);
+    launch<typename I::Element, I::head_dim, I::block_q, I::block_k>(params, ctas, stream);
+  });
+  if (launched) return;
   throw std::invalid_argument("fa3: no GPU instantiation for head_dim " + std::to_string(head_dim) + " tile " + tile.name());
 }
 

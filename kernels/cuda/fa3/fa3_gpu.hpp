@@ -16,7 +16,7 @@ namespace faprobe::cuda::fa3 {
 
 // Launches the persistent kernel (min(tiles, SMs) CTAs) for params on the cudaStream_t stream (as void*);
 // throws gpu::CudaError on a failed launch and std::invalid_argument when there is no instantiation.
-void forward_gpu(const Params& params, ElementType element, int head_dim, const Fa3Tile& tile, void* stream);
+void forward_gpu(const Params& params, ElementType element, int head_dim, const Tile& tile, void* stream);
 
 // The e4m3 prologue (transpose_v.cuh) on the stream.
 void transpose_v_gpu(const TransposeParams& params, void* stream);

@@ -9,6 +9,8 @@
 // Against cuda.fa2 (the seed's FA-2 → FA-3 step): the same algorithm, but the loads are one TMA instruction
 // per 64-column box issued by one thread, the GEMMs are asynchronous warpgroup-wide wgmma reading shared
 // memory directly (no ldmatrix), and the softmax of one consumer hides behind the GEMMs of the others.
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "cuda/attention_args.hpp"
@@ -21,8 +23,9 @@ namespace {
 
 class Fa3Run final : public KernelRun {
  public:
-  Fa3Run(const Case& c, KernelTensors& tensors, Target target, const Fa3Tile& tile, bool named)
-      : args_(KernelImplementation::attention_args(c, tensors)), target_(target), tile_(tile), named_(named) {
+  Fa3Run(const Case& c, KernelTensors& tensors, Target target, const Tile& tile, nlohmann::json tile_details)
+      : args_(KernelImplementation::attention_args(c, tensors)), target_(target), tile_(tile),
+        tile_details_(std::move(tile_details)) {
     workspace_ = KernelBuffer(target, fa3_workspace_bytes(args_), AllocKind::workspace);  // V^T for fp8_e4m3
     args_.workspace = workspace_.data();
   }
@@ -32,32 +35,31 @@ class Fa3Run final : public KernelRun {
     const std::int64_t query_blocks = (args_.seq_q + shape.block_q - 1) / shape.block_q;
     const std::int64_t tiles = query_blocks * args_.heads * args_.batch;
     const int sms = target_sms(target_);
-    return {{"tile", tile_.name()},
-            {"tile_choice", named_ ? "named" : "the default for its dtype, head_dim and mask"},
-            {"block_q", shape.block_q},
-            {"block_k", shape.block_k},
-            {"threads", shape.threads},
-            {"shared_bytes", shape.shared_bytes},
-            {"tiles", tiles},
-            {"grid", std::min<std::int64_t>(tiles, sms)},
-            {"stages", 2},
-            {"workspace_bytes", workspace_.bytes()}};
+    nlohmann::json details = tile_details_;
+    details.update({{"block_q", shape.block_q},
+                    {"block_k", shape.block_k},
+                    {"threads", shape.threads},
+                    {"shared_bytes", shape.shared_bytes},
+                    {"tiles", tiles},
+                    {"grid", std::min<std::int64_t>(tiles, sms)},
+                    {"stages", 2},
+                    {"workspace_bytes", workspace_.bytes()}});
+    return details;
   }
 
  private:
   AttentionArgs args_;
   Target target_;
-  Fa3Tile tile_;
-  bool named_;
+  Tile tile_;
+  nlohmann::json tile_details_;
   KernelBuffer workspace_;
 };
 
-class Fa3 final : public KernelImplementation {
+class Fa3 final : public TiledKernelImplementation {
  public:
-  Fa3(Target target, std::optional<Fa3Tile> tile) : KernelImplementation(target), tile_(tile) {}
+  using TiledKernelImplementation::TiledKernelImplementation;
 
   bool writes_lse() const override { return true; }
-  std::string variant_of() const override { return tile_ ? KernelImplementation::base_name("fa3") : ""; }
 
   std::uint64_t predicted_bytes(const Case& c) const override {
     return tensor_bytes(c) + fa3_workspace_bytes(cuda::attention_args(c, nullptr, nullptr, nullptr, nullptr));
@@ -71,9 +73,10 @@ class Fa3 final : public KernelImplementation {
   }
 
  protected:
-  std::string kernel_name() const override { return tile_ ? "fa3@" + tile_->name() : "fa3"; }
+  std::string kernel() const override { return "fa3"; }
+  const TileList& instantiations() const override { return fa3_instantiations(); }
   std::string kernel_supports(const Case& c) const override {
-    std::string reason = fa3_supports(c, tile_);
+    std::string reason = fa3_supports(c, tile());
     if (!reason.empty() || target() != Target::gpu) return reason;
     reason = fa3_gpu_missing();
     if (!reason.empty()) return reason;
@@ -84,12 +87,9 @@ class Fa3 final : public KernelImplementation {
     return "";
   }
   std::unique_ptr<KernelRun> make_run(const Case& c, KernelTensors& tensors) const override {
-    const Fa3Tile tile = tile_ ? *tile_ : *fa3_default_tile(c.dtype, c.head_dim, c.mask);
-    return std::make_unique<Fa3Run>(c, tensors, target(), tile, tile_.has_value());
+    const Tile chosen = tile_for(c);
+    return std::make_unique<Fa3Run>(c, tensors, target(), chosen, tile_details(chosen));
   }
-
- private:
-  std::optional<Fa3Tile> tile_;  // nullopt: plain cuda.fa3, the default tile of each case
 };
 
 }  // namespace
@@ -97,9 +97,7 @@ class Fa3 final : public KernelImplementation {
 std::unique_ptr<Implementation> make_fa3(Target target) { return std::make_unique<Fa3>(target, std::nullopt); }
 
 std::vector<std::unique_ptr<Implementation>> make_fa3_variants(Target target) {
-  std::vector<std::unique_ptr<Implementation>> variants;
-  for (const Fa3Tile& tile : fa3_tiles()) variants.push_back(std::make_unique<Fa3>(target, tile));
-  return variants;
+  return make_tile_variants<Fa3>(target, fa3_instantiations());
 }
 
 }  // namespace faprobe::cuda
