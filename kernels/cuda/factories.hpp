@@ -1,5 +1,6 @@
 // Factories of the implementations on faprobe's CUDA kernels, one per file (naive.cpp, fa1.cpp, fa2.cpp). Each is
-// registered twice: for the GPU (cuda.<name>) and under the emulator (emu.<name>).
+// registered twice: for the GPU (cuda.<name>) and under the emulator (emu.<name>). cuda.cudnn runs cuDNN's
+// kernels, which the emulator cannot: the GPU only.
 #pragma once
 #include <memory>
 
@@ -14,5 +15,6 @@ std::unique_ptr<Implementation> make_fa2(Target target);    // FlashAttention-2:
 std::unique_ptr<Implementation> make_fa3(Target target);    // FlashAttention-3 (sm_90a): TMA + wgmma, warp-specialized
 std::unique_ptr<Implementation> make_decode(Target target);  // decode, one CTA per (batch, KV head): no key split
 std::unique_ptr<Implementation> make_decode_splitk(Target target);  // FlashDecoding: keys split over CTAs + combine
+std::unique_ptr<Implementation> make_cudnn();  // cuDNN's SDPA forward (cudnn-frontend graph), cuDNN loaded at run time
 
 }  // namespace faprobe::cuda
