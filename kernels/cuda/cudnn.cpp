@@ -131,6 +131,10 @@ cudnnHandle_t cudnn_handle() {
 // The SDPA graph of case c (see the file comment) for an sm_<sm_version> GPU, not yet validated. The
 // architecture is given, so that the frontend's support rules ask no CUDA runtime of their own.
 std::shared_ptr<fe::graph::Graph> sdpa_graph(const Case& c, int sm_version) {
+  // Never a frontend call without cuDNN: it would resolve its entry points from a null handle, for good.
+  if (const gpu::CudnnLibrary& library = loaded_cudnn(); !library.available()) {
+    throw std::runtime_error(fmt::format("cuDNN unavailable: {}", library.reason_unavailable));
+  }
   auto graph = std::make_shared<fe::graph::Graph>();
   graph->set_io_data_type(c.dtype == DType::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
