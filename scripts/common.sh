@@ -59,6 +59,40 @@ PYTHON
   return 0
 }
 
+# cuda.cudnn (kernels/cuda/cudnn.cpp) builds cuDNN's SDPA graph with the cudnn-frontend's C++ API, which is
+# header-only. Its headers come from the nvidia-cudnn-frontend wheel on PyPI (include/: cudnn_frontend.h and
+# the rest), downloaded once into build/tools/cudnn-frontend and its include/ unpacked there, where CMake's
+# FAPROBE_CUDNN_FRONTEND_INCLUDE_DIR looks. The wheel also holds a compiled Python module, so pip is asked for
+# the CPython 3.12 x86-64 one, whatever this machine runs: the headers are the same in every wheel of a
+# release. 1.32 is the release cuda.cudnn was built with; its support rules read the version of the cuDNN 9
+# found at run time. Without the network the build still succeeds, and cuda.cudnn says it was built without
+# the cudnn-frontend headers.
+FAPROBE_CUDNN_FRONTEND_WHEEL="nvidia-cudnn-frontend==1.32.*"
+faprobe_cudnn_frontend_headers() {
+  local tools="$FAPROBE_ROOT/build/tools/cudnn-frontend"
+  [ -f "$tools/include/cudnn_frontend.h" ] && return 0
+  echo "faprobe: downloading the cudnn-frontend headers ($FAPROBE_CUDNN_FRONTEND_WHEEL from PyPI) into build/tools" >&2
+  rm -rf "$tools/wheel"
+  mkdir -p "$tools/wheel"
+  if ! python3 -m pip download --quiet --disable-pip-version-check --retries 2 --timeout 15 --no-deps \
+       --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 --dest "$tools/wheel" \
+       "$FAPROBE_CUDNN_FRONTEND_WHEEL" >&2; then
+    echo "faprobe: could not download $FAPROBE_CUDNN_FRONTEND_WHEEL; cuda.cudnn will be unsupported" >&2
+    return 0
+  fi
+  python3 - "$tools" "$tools"/wheel/nvidia_cudnn_frontend-*.whl <<'PYTHON' >&2 ||
+import sys, zipfile
+destination, wheel = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as archive:
+    headers = [name for name in archive.namelist() if name.startswith("include/")]
+    archive.extractall(destination, headers)
+print(f"faprobe: unpacked {len(headers)} header files of {wheel.rsplit('/', 1)[-1]}")
+PYTHON
+    echo "faprobe: could not unpack $FAPROBE_CUDNN_FRONTEND_WHEEL; cuda.cudnn will be unsupported" >&2
+  rm -rf "$tools/wheel"  # 11 MB, of which only the headers are used
+  return 0
+}
+
 # faprobe_build [cmake --build args]: $FAPROBE_PRESET, configured on first use. FAPROBE_WERROR=ON in the
 # environment makes warnings errors; a user's build never fails on a warning, since one that only their
 # compiler or CPU gives is not theirs to fix. The build tree follows the setting.
@@ -69,11 +103,15 @@ faprobe_build() {
   local cache
   cache="$(faprobe_build_dir)/CMakeCache.txt"
   faprobe_cute_headers
-  # Configured again when CuTe's headers arrived after the last configure (the test then compiles them),
-  # and when an earlier configure stopped half way (a cache but no build.ninja: a package was missing).
+  faprobe_cudnn_frontend_headers
+  # Configured again when CuTe's or the cudnn-frontend's headers arrived after the last configure (the test
+  # and cuda.cudnn then compile them), and when an earlier configure stopped half way (a cache but no
+  # build.ninja: a package was missing).
   if [ ! -f "$cache" ] || [ ! -f "$(faprobe_build_dir)/build.ninja" ] || ! grep -q "^FAPROBE_WERROR:BOOL=$werror\$" "$cache" ||
      { [ -f "$FAPROBE_ROOT/build/tools/nvidia-cutlass/cutlass_library/source/include/cute/tensor.hpp" ] &&
-       grep -q '^FAPROBE_CUTE_STATUS:INTERNAL=headers missing$' "$cache"; }; then
+       grep -q '^FAPROBE_CUTE_STATUS:INTERNAL=headers missing$' "$cache"; } ||
+     { [ -f "$FAPROBE_ROOT/build/tools/cudnn-frontend/include/cudnn_frontend.h" ] &&
+       grep -q '^FAPROBE_CUDNN_FRONTEND_STATUS:INTERNAL=headers missing$' "$cache"; }; then
     cmake --preset "$FAPROBE_PRESET" -DFAPROBE_WERROR="$werror" >&2
   fi
   cmake --build --preset "$FAPROBE_PRESET" -j "$(nproc)" "$@" >&2

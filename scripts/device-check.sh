@@ -10,8 +10,8 @@
 #   probes      faprobe probes: each instruction probe on the GPU against the emulator, bit for bit
 #   verify      faprobe verify --config configs/gpu-verify.json, once per implementation
 #   sweep       configs/fa2-vs-fa1.json (right after verify: cuda.fa1 and cuda.fa2 in one process), then
-#               configs/fa3-vs-fa2.json (cuda.fa2 and cuda.fa3 in one process), followed by its peer
-#               (PyTorch's cuDNN backend on the same cases) and plots (TFLOP/s), then
+#               configs/fa3-vs-fa2.json (cuda.fa2, cuda.fa3 and cuda.cudnn in one process), followed by its
+#               peer (PyTorch's cuDNN backend on the same cases) and plots (TFLOP/s), then
 #               configs/decode-gpu.json (cuda.decode and cuda.decode-splitk in one process, timing only),
 #               followed by its peers (PyTorch's SDPA on its contiguous cases) and plots (GB/s)
 #   save        faprobe run --save: one small odd-shaped case per implementation (contiguous K/V, equal
@@ -287,18 +287,23 @@ plot_sweep() {
   step "plots.$1" 60 "$python" scripts/plot.py "${inputs[@]}" --out-dir "$work/plots" --prefix "$1-" --plots "$2"
 }
 
-# The FA-3 targets (configs/fa3-vs-fa2.json), right after FA-2's: cuda.fa3 against cuda.fa2 at 16k tokens, bf16,
-# head_dim 128, seq 512..16k, causal and not, and cuda.fa3 alone in fp8 at seq 8k; both in one process, each
-# case in a child (--isolate, on by default for cuda.*). 26 cases of a few milliseconds per call: well under
-# the step's 90 s. Then PyTorch's cuDNN backend on the same cases (the fp8 ones are recorded as unsupported:
-# SDPA takes no fp8) and the TFLOP/s plots; scripts/device_summary.py reads the targets from these records.
+# The FA-3 targets (configs/fa3-vs-fa2.json), right after FA-2's: cuda.fa3 against cuda.fa2 and cuda.cudnn
+# (cuDNN's SDPA through its graph API) at 16k tokens, bf16, head_dim 128, seq 512..16k, causal and not, and
+# cuda.fa3 alone in fp8 at seq 8k; all in one process, each case in a child (--isolate, on by default for
+# cuda.*). 38 cases of a few milliseconds per call; cuda.cudnn's 12 children each load cuDNN's engines and
+# build a graph, hence the 150 s. cuda.cudnn is left out (--impl, which also offers the fp8 part to cuda.fa2,
+# recorded as unsupported at no cost) when it is not among the implementations or timed out earlier. Then
+# PyTorch's cuDNN backend on the same cases (the fp8 ones are recorded as unsupported: SDPA takes no fp8) and
+# the TFLOP/s plots; scripts/device_summary.py reads the targets from these records.
 fa3_pair=()
 for impl in cuda.fa2 cuda.fa3; do
   case " ${impls[*]} " in *" $impl "*) case "$hung" in *" $impl "*) ;; *) fa3_pair+=("$impl") ;; esac ;; esac
 done
+fa3_without_cudnn=(--impl cuda.fa2,cuda.fa3)
+case " ${impls[*]} " in *" cuda.cudnn "*) case "$hung" in *" cuda.cudnn "*) ;; *) fa3_without_cudnn=() ;; esac ;; esac
 if [ ${#fa3_pair[@]} -eq 2 ]; then
-  step sweep.fa3-vs-fa2 90 "$bin" sweep --config configs/fa3-vs-fa2.json --out "$work/sweep/fa3-vs-fa2.jsonl" \
-    --md "$work/sweep/fa3-vs-fa2.md"
+  step sweep.fa3-vs-fa2 150 "$bin" sweep --config configs/fa3-vs-fa2.json "${fa3_without_cudnn[@]}" \
+    --out "$work/sweep/fa3-vs-fa2.jsonl" --md "$work/sweep/fa3-vs-fa2.md"
   step peers.fa3-vs-fa2 45 "$python" scripts/peers_torch.py --config configs/fa3-vs-fa2.json --backends cudnn \
     --out "$work/peers/fa3-vs-fa2.jsonl" --time-budget 30
   plot_sweep fa3-vs-fa2 tflops

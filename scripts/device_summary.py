@@ -249,6 +249,7 @@ def targets(work):
 # FA-3 (configs/fa3-vs-fa2.json): the issue's targets for cuda.fa3 and the sweep's table
 
 FA3, FA2, CUDNN = "cuda.fa3", "cuda.fa2", "torch.cudnn"
+FAPROBE_CUDNN = "cuda.cudnn"  # cuDNN's SDPA in faprobe's process (kernels/cuda/cudnn.cpp), beside PyTorch's
 FA3_SWEEP, FA3_PEERS = "sweep.fa3-vs-fa2", "peers.fa3-vs-fa2"
 FA3_CASE = {"batch": 2, "heads": 16, "kv_heads": 16, "seq_q": 8192, "seq_k": 8192, "head_dim": 128,
             "mode": "prefill"}  # seq 8k at 16k tokens per call; dtype and mask per target
@@ -334,7 +335,8 @@ def fa3_sweep(work):
     recs = fa3_records(work)
     if not any(r["impl"].startswith("cuda.") for r in recs):
         return []
-    impls = [impl for impl in (FA2, FA3, CUDNN) if any(r["impl"] == impl for r in recs)]
+    impls = [impl for impl in (FA2, FA3, FAPROBE_CUDNN, CUDNN) if any(r["impl"] == impl for r in recs)]
+    others = [other for other in (FA2, FAPROBE_CUDNN, CUDNN) if other in impls and FA3 in impls]
     impls += sorted({r["impl"] for r in recs} - set(impls))
     by_key = {(r["impl"], shape(r["case"])): r for r in recs}
     cases = sorted({shape(r["case"]) for r in recs}, key=lambda k: (k[6] != "bf16", k[6], k[7] != "none", k[4]))
@@ -357,12 +359,13 @@ def fa3_sweep(work):
     rows = []
     for key in cases:
         rows.append([label(dict(zip(SHAPE, key)))] + [cell(by_key.get((impl, key))) for impl in impls]
-                    + [ratio(other, key) for other in (FA2, CUDNN) if other in impls and FA3 in impls])
-    header = ["case"] + impls + [f"{FA3} / {other}" for other in (FA2, CUDNN) if other in impls and FA3 in impls]
+                    + [ratio(other, key) for other in others])
+    header = ["case"] + impls + [f"{FA3} / {other}" for other in others]
     out = ["## FA-3 sweep (configs/fa3-vs-fa2.json: 16k tokens per call, heads 16, head_dim 128), TFLOP/s", ""]
     out += table(header, rows)
     return out + ["", "Median time; FLOPs count only the keys a causal row sees; a ratio is the other's median time "
-                      f"over {FA3}'s (cases that ran and matched). ✗: the output mismatched. {CUDNN} takes no fp8.", ""]
+                      f"over {FA3}'s (cases that ran and matched). ✗: the output mismatched. {CUDNN} and "
+                      f"{FAPROBE_CUDNN} take no fp8.", ""]
 
 
 # ---------------------------------------------------------------------------------------------------------

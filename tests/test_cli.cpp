@@ -157,6 +157,14 @@ TEST_F(Cli, ListShowsDevicesAndTheBackendTableWithReasons) {
   EXPECT_TRUE(probe_of(decode, "bf16", 72, "decode", false)["supported"].get<bool>());
   const std::string prefill_reason = probe_of(decode, "bf16", 72, "prefill", true)["reason"];
   EXPECT_FALSE(prefill_reason.empty());
+  // cuDNN's SDPA is listed like faprobe's own kernels; without a GPU each probe names what is missing.
+  const auto& cudnn = listed(listing, "cuda.cudnn");
+  if (listing["devices"].empty()) {
+    for (const auto& probe : cudnn["support"]) {
+      EXPECT_NE(probe["reason"].get<std::string>().find(listing["no_device_reason"].get<std::string>()),
+                std::string::npos) << probe.dump();
+    }
+  }
 
   // The terminal table: rows split by mode (and mask) only for the implementation where they matter, and
   // the reasons under the blocks.

@@ -1,5 +1,6 @@
 // Factories of the implementations on faprobe's CUDA kernels, one per file (naive.cpp, fa1.cpp, fa2/, fa3/). Each is
-// registered twice: for the GPU (cuda.<name>) and under the emulator (emu.<name>).
+// registered twice: for the GPU (cuda.<name>) and under the emulator (emu.<name>). cuda.cudnn runs cuDNN's
+// kernels, which the emulator cannot: the GPU only.
 #pragma once
 #include <memory>
 #include <vector>
@@ -19,5 +20,6 @@ std::unique_ptr<Implementation> make_fa3(Target target);    // FlashAttention-3 
 std::vector<std::unique_ptr<Implementation>> make_fa3_variants(Target target);
 std::unique_ptr<Implementation> make_decode(Target target);  // decode, one CTA per (batch, KV head): no key split
 std::unique_ptr<Implementation> make_decode_splitk(Target target);  // FlashDecoding: keys split over CTAs + combine
+std::unique_ptr<Implementation> make_cudnn();  // cuDNN's SDPA forward (cudnn-frontend graph), cuDNN loaded at run time
 
 }  // namespace faprobe::cuda

@@ -218,7 +218,7 @@ std::string KernelImplementation::supports(const Case& c) const {
     }
   }
   if (std::string reason = kv_layout_support(c, kv_layouts()); !reason.empty()) return reason;
-  if (c.mask == Mask::causal_top_left) return kTopLeftUnsupported;
+  if (c.mask == Mask::causal_top_left && !top_left_mask()) return kTopLeftUnsupported;
   return kernel_supports(c);
 }
 

@@ -85,7 +85,7 @@ class KernelImplementation : public Implementation {
   bool runs_on_gpu() const final { return target_ == Target::gpu; }
   bool isolate_by_default() const final { return target_ == Target::gpu; }
   std::uint64_t default_memory_limit() const final;
-  std::string supports(const Case& c) const final;  // a GPU present (for cuda.*), the K/V layout, kernel_supports
+  std::string supports(const Case& c) const final;  // a GPU present (for cuda.*), K/V layout, mask, kernel_supports
   std::unique_ptr<PreparedCase> prepare(const Case& c) const final;
 
   Target target() const { return target_; }
@@ -103,6 +103,8 @@ class KernelImplementation : public Implementation {
   virtual std::string kernel_supports(const Case& c) const = 0;  // "" or the reason
   // The K/V layouts the kernel takes beyond contiguous equal lengths.
   virtual KvLayouts kv_layouts() const { return {}; }
+  // Whether it takes --mask causal-top-left (PyTorch's is_causal) as well as the bottom-right causal mask.
+  virtual bool top_left_mask() const { return false; }
   // Bytes of Q, K, V in the case's dtype, O in output_dtype and the LSE where the kernel writes one: the
   // part of predicted_bytes every kernel shares.
   std::uint64_t tensor_bytes(const Case& c) const;

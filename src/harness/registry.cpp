@@ -25,6 +25,7 @@ std::vector<std::unique_ptr<Implementation>>& registered() {
     list.push_back(cuda::make_fa3(cuda::Target::gpu));
     list.push_back(cuda::make_decode(cuda::Target::gpu));
     list.push_back(cuda::make_decode_splitk(cuda::Target::gpu));
+    list.push_back(cuda::make_cudnn());
     list.push_back(cuda::make_naive(cuda::Target::emulator));
     list.push_back(cuda::make_fa1(cuda::Target::emulator));
     list.push_back(cuda::make_fa2(cuda::Target::emulator));
