@@ -2,7 +2,9 @@
 // matrix product computed in double, ldmatrix against the PTX ISA's lane mapping computed on the host from
 // a random shared-memory image, both written from the ISA text, not from the emulator's code; planted
 // layout bugs that the comparisons must catch; and the misuse the emulator must report (misaligned or
-// out-of-bounds ldmatrix rows, partial warps). Also cp.async groups, ex2.approx and 16-byte loads.
+// out-of-bounds ldmatrix rows, partial warps). Also cp.async groups, ex2.approx and 16-byte loads, and
+// ex2.approx.ftz (the ex2_ftz probe body) against the ISA's definition of the flush over its special inputs,
+// with the flush planted missing or of the wrong sign to show the check catches it.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <future>
+#include <limits>
 #include <numeric>
 #include <ostream>
 #include <random>
@@ -426,6 +429,134 @@ TEST(EmulatorMath, Ex2ApproxIsWithinTheHardwareBound) {
   for (std::size_t i = 0; i < results.size(); ++i) {
     const double exact = std::exp2(static_cast<double>(inputs[i]));
     EXPECT_NEAR(results[i], exact, exact * std::ldexp(1.0, -22)) << inputs[i];
+  }
+}
+
+// --- ex2.approx.ftz.f32 ---
+
+float bits_float(std::uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+// 2^x as the PTX ISA defines ex2.approx.ftz.f32 ("ex2", written from its text, not from the emulator's code):
+// .ftz flushes subnormal inputs and results to sign-preserving zero, so a subnormal input is a zero and
+// 2^±0 = +1; 2^-inf = +0, 2^+inf = +inf, NaN gives NaN; a result below 2^-126, the smallest normal float, is
+// flushed to +0 (2^x is positive: the sign preserved is +). 2^x itself is computed in double and rounded once;
+// at or above FLT_MAX + half an ulp it rounds to +inf. (Where 2^x lies within an ulp of 2^-126 the flush
+// could go either way; the inputs below keep away from it.)
+float ex2_ftz_by_the_isa(float x) {
+  if (std::isnan(x)) return std::numeric_limits<float>::quiet_NaN();
+  if (std::fabs(x) < std::numeric_limits<float>::min()) return 1.0f;  // ±0 and the subnormals
+  const double y = std::exp2(static_cast<double>(x));                 // 0 for -inf, inf for +inf
+  if (y < std::ldexp(1.0, -126)) return 0.0f;
+  if (y >= std::ldexp(1.0, 128) - std::ldexp(1.0, 103)) return std::numeric_limits<float>::infinity();
+  return static_cast<float>(y);
+}
+
+// What results, one per input, get wrong against the ISA's definition, one line each (empty: nothing). Bit for
+// bit where the ISA fixes the result: a special input (±0, subnormal, ±inf, NaN: any NaN matches) or a flushed
+// +0; elsewhere within 2^-22 relative, ex2.approx's bound on hardware (about 2 ulp).
+std::vector<std::string> ex2_ftz_problems(const std::vector<float>& inputs, const std::vector<float>& results) {
+  std::vector<std::string> problems;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const float x = inputs[i];
+    const float want = ex2_ftz_by_the_isa(x);
+    const float got = results[i];
+    bool right = false;
+    if (std::isnan(want)) {
+      right = std::isnan(got);
+    } else if (!std::isnormal(x) || want == 0.0f || std::isinf(want)) {
+      right = float_bits(got) == float_bits(want);
+    } else {
+      right = std::isnormal(got) && std::fabs(double{got} - double{want}) <= double{want} * std::ldexp(1.0, -22);
+    }
+    if (!right) {
+      char line[160];
+      std::snprintf(line, sizeof line, "2^%.9g (0x%08x): 0x%08x (%.9g), the ISA's 0x%08x (%.9g)", double{x},
+                    float_bits(x), float_bits(got), double{got}, float_bits(want), double{want});
+      problems.emplace_back(line);
+    }
+  }
+  return problems;
+}
+
+// The inputs where .ftz decides the result, and ordinary ones: the ISA's special inputs, results that are
+// subnormal before the flush or below the smallest subnormal, the top of the range, then random x in
+// [-32, 32), in [-160, -126.5) (flushed), in [-125.5, 127.5) (normal results) and random subnormals.
+std::vector<float> ex2_ftz_test_inputs() {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> inputs = {0.0f, -0.0f, 1e-40f, -1e-40f, 1.4e-45f, -1.4e-45f, bits_float(0x007fffffu),
+                               bits_float(0x807fffffu), -inf, inf, std::numeric_limits<float>::quiet_NaN(),
+                               bits_float(0xffc00001u), -126.5f, -130.0f, -140.0f, -148.9f, -149.5f, -150.5f,
+                               -200.0f, 127.9f, 128.5f, -125.5f, -1.0f, 0.5f, 1.0f, 3.25f};
+  std::mt19937 random(43);
+  std::uniform_real_distribution<float> ordinary(-32.0f, 32.0f), flushed(-160.0f, -126.5f), normal(-125.5f, 127.5f);
+  for (int i = 0; i < 32; ++i) {
+    inputs.push_back(ordinary(random));
+    inputs.push_back(flushed(random));
+    inputs.push_back(normal(random));
+    inputs.push_back(bits_float((static_cast<std::uint32_t>(random()) & 0x807fffffu) | 1u));  // a subnormal
+  }
+  return inputs;
+}
+
+// The ex2_ftz probe body under the emulator: one thread per input.
+std::vector<float> emulated_ex2_ftz(const std::vector<float>& inputs) {
+  std::vector<std::uint32_t> words(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) words[i] = float_bits(inputs[i]);
+  std::vector<float> results(inputs.size(), std::nanf(""));
+  auto in = const_span_of(words, "in");
+  auto out = span_of(results, "out");
+  const unsigned blocks = static_cast<unsigned>((inputs.size() + 63) / 64);
+  within_deadline([&] {
+    faprobe::emu::launch({"ex2_ftz", {blocks, 1, 1}, {64, 1, 1}, 0}, [&] { probes::ex2_ftz(in, out); });
+  });
+  return results;
+}
+
+TEST(EmulatorMath, Ex2ApproxFtzFlushesSubnormalInputsAndResults) {
+  const std::vector<float> inputs = ex2_ftz_test_inputs();
+  const std::vector<float> results = emulated_ex2_ftz(inputs);
+  const std::vector<std::string> problems = ex2_ftz_problems(inputs, results);
+  for (std::size_t i = 0; i < problems.size() && i < 8; ++i) ADD_FAILURE() << problems[i];
+  EXPECT_TRUE(problems.empty()) << problems.size() << " results differ from the ISA's";
+
+  // The flush itself, word by word: a subnormal or underflowing result is +0 with its sign bit clear, a
+  // subnormal input (either sign) or -0 gives exactly 1, -inf gives +0.
+  const auto ex2 = [&](float x) { return emulated_ex2_ftz({x})[0]; };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float x : {-126.5f, -130.0f, -140.0f, -148.9f, -149.5f, -150.5f, -200.0f, -inf})
+    EXPECT_EQ(float_bits(ex2(x)), 0x00000000u) << "2^" << x << " is +0 after the flush";
+  for (float x : {1e-40f, -1e-40f, 1.4e-45f, -1.4e-45f, 0.0f, -0.0f})
+    EXPECT_EQ(float_bits(ex2(x)), 0x3f800000u) << "2^" << x << " is exactly 1";
+  EXPECT_TRUE(std::isnormal(ex2(-125.5f))) << "a normal result is not flushed";
+  EXPECT_GT(ex2(127.9f), 3e38f);
+  EXPECT_LT(ex2(127.9f), inf);
+  EXPECT_EQ(ex2(128.5f), inf);
+  EXPECT_EQ(ex2(inf), inf);
+  EXPECT_TRUE(std::isnan(ex2(std::numeric_limits<float>::quiet_NaN())));
+  for (float r : results) EXPECT_NE(std::fpclassify(r), FP_SUBNORMAL) << r;
+}
+
+// Planted: ex2 without the flush (std::exp2 alone, what the emulator's plain ex2.approx does) and one that
+// flushes to -0, each over the same inputs: the check must name the inputs whose 2^x is subnormal.
+TEST(EmulatorMath, Ex2FtzCheckCatchesAPlantedMissingOrNegativeFlush) {
+  const std::vector<float> inputs = ex2_ftz_test_inputs();
+  std::vector<float> no_flush(inputs.size()), negative_zero(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    no_flush[i] = std::exp2(inputs[i]);
+    negative_zero[i] = std::fpclassify(no_flush[i]) == FP_SUBNORMAL ? -0.0f : no_flush[i];
+  }
+  std::size_t subnormal_results = 0;
+  for (float r : no_flush) subnormal_results += std::fpclassify(r) == FP_SUBNORMAL ? 1 : 0;
+  ASSERT_GE(subnormal_results, 10u) << "the inputs hardly reach the subnormal results";
+  for (const std::vector<float>* planted : {&no_flush, &negative_zero}) {
+    const std::vector<std::string> problems = ex2_ftz_problems(inputs, *planted);
+    EXPECT_EQ(problems.size(), subnormal_results);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_EQ(problems.front().rfind("2^-126.5 (0xc2fd0000): ", 0), 0u) << problems.front();
   }
 }
 

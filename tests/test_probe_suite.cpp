@@ -1,11 +1,13 @@
 // The instruction probe suite (kernels/cuda/probes/probe_suite.hpp) and `faprobe probes`: every probe runs
 // on the emulator and is deterministic; compare() catches a single flipped bit, accepts differences inside
 // the tolerance of the probes that have one and NaN payloads of the float ones; a planted fragment-gathering
-// bug in the mma probe makes the comparison fail; the emulated wgmma probes equal a matrix product computed
-// here, the mbarrier probe records what the ISA says and the dynamic shared memory starts 1024-byte aligned
-// (planted: the same words with a base 128 bytes off are caught); where a GPU exists, every probe matches it, except
-// those of instructions it lacks (Hopper's below sm_90), which are skipped with the reason. `faprobe probes`
-// end to end is test_probes_command.cpp.
+// bug in the mma probe makes the comparison fail; the ex2.approx.ftz probe's inputs reach the flush, and its
+// comparison is bit for bit where the ISA fixes the result (planted: a GPU that returns a subnormal where the
+// emulator flushed to +0, or 1 - 1 ulp for a subnormal input, differs); the emulated wgmma probes equal a
+// matrix product computed here, the mbarrier probe records what the ISA says and the dynamic shared memory
+// starts 1024-byte aligned (planted: the same words with a base 128 bytes off are caught); where a GPU exists,
+// every probe matches it, except those of instructions it lacks (Hopper's below sm_90), which are skipped with
+// the reason. `faprobe probes` end to end is test_probes_command.cpp.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -77,14 +80,15 @@ TEST(ProbeSuite, ListsEveryInstructionFamilyOnceByName) {
         "vote.sync ballot/all/any", "shfl.sync.bfly warp_sum", "dynamic shared memory 1024B-aligned",
         "mma.m16n8k16 f16 small-int", "mma.m16n8k16 bf16 random",
         "ldmatrix.x1", "ldmatrix.x2.trans", "ldmatrix.x4", "cp.async.cg 16B + groups", "ld.global.v4 16B",
-        "ex2.approx.f32", "cvt.rn.f16.f32", "cvt.rn.bf16.f32", "cvt.f32.f16", "cvt.f32.bf16", "cvt.rn.f16x2.f32",
-        "cvt.rn.bf16x2.f32", "cp.async.bulk.tensor 2d no swizzle", "cp.async.bulk.tensor 2d swizzle 128B",
+        "ex2.approx.f32", "ex2.approx.ftz.f32", "cvt.rn.f16.f32", "cvt.rn.bf16.f32", "cvt.f32.f16", "cvt.f32.bf16",
+        "cvt.rn.f16x2.f32", "cvt.rn.bf16x2.f32", "cp.async.bulk.tensor 2d no swizzle",
+        "cp.async.bulk.tensor 2d swizzle 128B",
         "wgmma m64n64k16 f16 ss swizzle 128B", "wgmma m64n128k16 bf16 rs, B N-major swizzle 128B",
         "wgmma m64n64k32 e4m3 ss swizzle 64B", "stmatrix x4 and x4.trans", "mbarrier phases, expect_tx and elect.sync"})
     EXPECT_EQ(names.count(expected), 1u) << expected;
   // Tolerances only where the ISA leaves the result open.
   for (const probes::Probe& probe : probes::all_probes()) {
-    const bool open = probe.name == "ex2.approx.f32" || probe.name.find("random") != std::string::npos;
+    const bool open = probe.name.rfind("ex2.approx", 0) == 0 || probe.name.find("random") != std::string::npos;
     EXPECT_EQ(probe.tolerance.kind != probes::Tolerance::Kind::bits, open) << probe.name;
   }
 }
@@ -218,6 +222,123 @@ TEST(ProbeSuite, PlantedLaneMappingBugMakesTheMmaComparisonDiffer) {
       EXPECT_GT(comparison.differing, 8u);  // rows 0 and 8 of every tile, at least
     }
   EXPECT_THROW(probes::run_mma(MmaProbeType::f16, true, Target::emulator, 6, {0, 1, 2}), std::invalid_argument);
+}
+
+std::uint32_t as_bits(float x) { return isa::detail::to_bits(x); }
+float as_float(std::uint32_t word) { return isa::detail::from_bits<float>(word); }
+
+// Where the ex2.approx.ftz probe has input x (its first inputs are the same for every seed).
+std::size_t ex2_ftz_index(const std::vector<std::uint32_t>& inputs, std::uint32_t x) {
+  const auto at = std::find(inputs.begin(), inputs.end(), x);
+  EXPECT_NE(at, inputs.end()) << "no input 0x" << std::hex << x;
+  return static_cast<std::size_t>(at - inputs.begin());
+}
+
+// The new probe: registered with the 2-ulp tolerance, inputs that reach every case the flush decides, exact
+// (allowance 0) for the ISA's special inputs, and an emulated run that equals itself.
+TEST(ProbeSuite, Ex2FtzProbeReachesTheFlushWithItsTolerance) {
+  const probes::Probe& probe = probe_named("ex2.approx.ftz.f32");
+  EXPECT_EQ(probe.element, probes::Element::f32);
+  EXPECT_EQ(probe.tolerance.kind, probes::Tolerance::Kind::ulps);
+  EXPECT_EQ(probe.tolerance.ulps, probe_named("ex2.approx.f32").tolerance.ulps);
+  EXPECT_EQ(probe.tolerance.ulps, 2u);
+  EXPECT_NE(probe.tolerance.description.find("bit for bit"), std::string::npos) << probe.tolerance.description;
+  EXPECT_EQ(probe.min_sm, 0);
+
+  const std::vector<std::uint32_t> inputs = probes::ex2_ftz_probe_inputs(11);
+  const probes::ProbeOutput output = emulated(probe, 11);
+  ASSERT_EQ(output.words.size(), inputs.size());
+  ASSERT_EQ(output.allowed.size(), inputs.size());
+  const probes::Comparison itself = probes::compare(probe, output, output);
+  EXPECT_EQ(itself.verdict, probes::Verdict::identical) << itself.summary();
+
+  const float inf = std::numeric_limits<float>::infinity();
+  std::size_t subnormal_inputs = 0, negative_subnormal_inputs = 0, flushed_results = 0, nans = 0;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const float x = as_float(inputs[i]);
+    const bool special = !std::isnormal(x);  // ±0, subnormal, ±inf, NaN
+    EXPECT_EQ(output.allowed[i], special ? 0.0 : 2.0) << "input " << x;
+    const bool subnormal = std::fpclassify(x) == FP_SUBNORMAL;
+    subnormal_inputs += subnormal ? 1 : 0;
+    negative_subnormal_inputs += subnormal && std::signbit(x) ? 1 : 0;
+    flushed_results += x > -150.0f && x < -126.0f ? 1 : 0;
+    nans += std::isnan(x) ? 1 : 0;
+    EXPECT_NE(std::fpclassify(as_float(output.words[i])), FP_SUBNORMAL) << "2^" << x << " is not flushed";
+  }
+  EXPECT_GE(subnormal_inputs, 16u);
+  EXPECT_GE(negative_subnormal_inputs, 4u);
+  EXPECT_GE(flushed_results, 10u);
+  EXPECT_GE(nans, 2u);
+  // The named inputs, whatever the seed, and what the emulator gives for them.
+  const std::vector<std::uint32_t> other_seed = probes::ex2_ftz_probe_inputs(12);
+  EXPECT_TRUE(std::equal(inputs.begin(), inputs.begin() + 20, other_seed.begin()));
+  EXPECT_NE(inputs, other_seed);
+  const std::pair<float, std::uint32_t> fixed[] = {
+      {0.0f, 0x3f800000u},     {-0.0f, 0x3f800000u},    {1e-40f, 0x3f800000u},   {-1e-40f, 0x3f800000u},
+      {1.4e-45f, 0x3f800000u}, {-1.4e-45f, 0x3f800000u}, {-126.5f, 0u},          {-130.0f, 0u},
+      {-140.0f, 0u},           {-148.9f, 0u},           {-200.0f, 0u},           {-inf, 0u},
+      {128.5f, 0x7f800000u},   {inf, 0x7f800000u},
+  };
+  for (const auto& [x, word] : fixed)
+    EXPECT_EQ(output.words[ex2_ftz_index(inputs, as_bits(x))], word) << "2^" << x;
+  EXPECT_LT(as_float(output.words[ex2_ftz_index(inputs, as_bits(127.9f))]), inf);
+  EXPECT_TRUE(std::isnan(as_float(output.words[ex2_ftz_index(inputs, 0x7fc00000u)])));
+}
+
+// Planted GPU outputs against the emulated one: a subnormal where the emulator flushed to +0 is one or a few
+// ulps away as integers, yet differs; so do -0 for +0, 1 - 1 ulp for 2^(subnormal) and for 2^0, and the
+// largest float for +inf; a normal result 2 ulps off stays within the tolerance, 3 do not.
+TEST(ProbeSuite, Ex2FtzComparisonIsExactWhereTheIsaFixesTheResult) {
+  const probes::Probe& probe = probe_named("ex2.approx.ftz.f32");
+  const std::vector<std::uint32_t> inputs = probes::ex2_ftz_probe_inputs(13);
+  const probes::ProbeOutput reference = emulated(probe, 13);
+  const auto with = [&](float x, std::uint32_t word) {
+    probes::ProbeOutput planted = reference;
+    planted.words[ex2_ftz_index(inputs, as_bits(x))] = word;
+    return planted;
+  };
+  const auto verdict = [&](const probes::ProbeOutput& planted) {
+    return probes::compare(probe, reference, planted).verdict;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float x : {-130.0f, -148.9f, -inf})
+    for (std::uint32_t word : {0x00000001u, 0x00000002u, 0x00000200u, 0x80000000u}) {
+      const probes::Comparison comparison = probes::compare(probe, reference, with(x, word));
+      EXPECT_EQ(comparison.verdict, probes::Verdict::differs) << "2^" << x << " as 0x" << std::hex << word;
+      EXPECT_LE(comparison.max_ulps, 512.0) << "a plain ulp tolerance of that size would have passed it";
+    }
+  for (float x : {1e-40f, -1.4e-45f, 0.0f, -0.0f})
+    EXPECT_EQ(verdict(with(x, 0x3f7fffffu)), probes::Verdict::differs) << "2^" << x;
+  EXPECT_EQ(verdict(with(128.5f, 0x7f7fffffu)), probes::Verdict::differs);
+
+  const std::size_t top = ex2_ftz_index(inputs, as_bits(127.9f));
+  probes::ProbeOutput nudged = reference;
+  nudged.words[top] += 2;
+  EXPECT_EQ(verdict(nudged), probes::Verdict::within_tolerance);
+  nudged.words[top] += 1;
+  EXPECT_EQ(verdict(nudged), probes::Verdict::differs);
+
+  // Without the probe's per-word allowance the 1 - 1 ulp would pass: the allowance is what makes it exact.
+  probes::ProbeOutput no_allowance = reference;
+  no_allowance.allowed.clear();
+  EXPECT_EQ(probes::compare(probe, no_allowance, with(0.0f, 0x3f7fffffu)).verdict,
+            probes::Verdict::within_tolerance);
+
+  // A GPU without the flush: every word the emulator flushed holds 2^x unflushed (std::exp2), a subnormal.
+  probes::ProbeOutput unflushed = reference;
+  std::size_t subnormal = 0;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const float exact = std::exp2(as_float(inputs[i]));
+    if (std::fpclassify(exact) != FP_SUBNORMAL) continue;
+    ASSERT_EQ(reference.words[i], 0u) << "2^" << as_float(inputs[i]) << " is flushed on the emulator";
+    unflushed.words[i] = as_bits(exact);
+    ++subnormal;
+  }
+  EXPECT_GE(subnormal, 10u);
+  const probes::Comparison comparison = probes::compare(probe, reference, unflushed);
+  EXPECT_EQ(comparison.verdict, probes::Verdict::differs) << comparison.summary();
+  EXPECT_EQ(comparison.differing, subnormal);
+  EXPECT_NE(comparison.summary().find("DIFFERS at"), std::string::npos);
 }
 
 TEST(ProbeSuite, OnlyHopperProbesNeedSm90AndSaySo) {

@@ -59,7 +59,8 @@ TEST(ProbesCommand, RunsEveryProbeAndWritesJson) {
   std::set<std::string> names;
   for (const auto& entry : document["probes"]) names.insert(entry["name"].get<std::string>());
   for (const char* expected : {"shfl.sync.bfly warp_sum", "dynamic shared memory 1024B-aligned", "ldmatrix.x4",
-                               "cp.async.bulk.tensor 2d swizzle 128B", "wgmma m64n64k16 f16 ss swizzle 128B"})
+                               "ex2.approx.ftz.f32", "cp.async.bulk.tensor 2d swizzle 128B",
+                               "wgmma m64n64k16 f16 ss swizzle 128B"})
     EXPECT_EQ(names.count(expected), 1u) << expected << " is not in probes --json";
   for (const auto& entry : document["probes"]) {
     EXPECT_EQ(out.find(entry["name"].get<std::string>()) != std::string::npos, true) << entry["name"];

@@ -2,7 +2,7 @@
 // conversion_probes.cuh): one __global__ wrapper each, and its launcher for `faprobe probes` (declared in
 // probe_launch_gpu.hpp), which compares them with the emulator. Built for every CMAKE_CUDA_ARCHITECTURES
 // entry (default sm_80 and sm_90a), so the build also checks that the instruction layer's mma.sync,
-// ldmatrix, cp.async, ex2, load and cvt PTX assembles.
+// ldmatrix, cp.async, ex2 (plain and .ftz), load and cvt PTX assembles.
 #include <stdexcept>
 #include <string>
 
@@ -34,6 +34,8 @@ __global__ void async_copy_kernel(GlobalSpan<const std::uint32_t> in, GlobalSpan
                                   GlobalSpan<std::uint32_t> loaded, GlobalSpan<float> exp2) {
   async_copy(in, copied, loaded, exp2);
 }
+
+__global__ void ex2_ftz_kernel(GlobalSpan<const std::uint32_t> in, GlobalSpan<float> out) { ex2_ftz(in, out); }
 
 __global__ void convert_kernel(ConversionProbe probe, GlobalSpan<const std::uint32_t> in,
                                GlobalSpan<std::uint32_t> out) {
@@ -71,6 +73,11 @@ void async_copy(const emu::LaunchConfig& config, GlobalSpan<const std::uint32_t>
                 GlobalSpan<std::uint32_t> loaded, GlobalSpan<float> exp2) {
   async_copy_kernel<<<to_dim3(config.grid), to_dim3(config.block), config.shared_bytes, probe_stream()>>>(
       in, copied, loaded, exp2);
+  FAPROBE_CHECK_LAUNCH(config.kernel_name.c_str());
+}
+
+void ex2_ftz(const emu::LaunchConfig& config, GlobalSpan<const std::uint32_t> in, GlobalSpan<float> out) {
+  ex2_ftz_kernel<<<to_dim3(config.grid), to_dim3(config.block), config.shared_bytes, probe_stream()>>>(in, out);
   FAPROBE_CHECK_LAUNCH(config.kernel_name.c_str());
 }
 

@@ -1,10 +1,11 @@
 // Instruction probes, part 2: tiny kernel bodies on the instruction layer that exercise the warp-level
 // matrix instructions mma.sync m16n8k16 (f16 and bf16 -> f32) and ldmatrix (x1/x2/x4, with and without
-// .trans), and cp.async with its groups, 16-byte loads and ex2.approx. Compiled twice, like part 1: by
-// nvcc in matrix_probes.cu and by the host compiler against the emulator in tests/test_emulator_mma.cpp,
-// which checks each against an independent host computation (a matrix product; the ISA's ldmatrix lane
-// mapping). On a GPU they will be compared with the emulator bit for bit, ex2.approx within its error
-// bound (issue 3, scripts/device-check.sh).
+// .trans), and cp.async with its groups, 16-byte loads, ex2.approx and ex2.approx.ftz. Compiled twice, like
+// part 1: by nvcc in matrix_probes.cu and by the host compiler against the emulator in
+// tests/test_emulator_mma.cpp, which checks each against an independent host computation (a matrix product;
+// the ISA's ldmatrix lane mapping; 2^x with the .ftz flushes). On a GPU they will be compared with the
+// emulator bit for bit, ex2.approx within its error bound and ex2.approx.ftz too, except where the ISA fixes
+// its result (issue 3, scripts/device-check.sh).
 //
 // The probes gather and scatter fragments with the lane layouts of the PTX ISA written out here a second
 // time (the emulator has its own copy): a CI pass shows the two agree with each other and with the host's
@@ -116,6 +117,17 @@ FAPROBE_DEVICE void async_copy(GlobalSpan<const std::uint32_t> in, GlobalSpan<st
   for (unsigned i = 0; i < 4; ++i) copied[4 * std::size_t{tid} + i] = tile[4 * std::size_t{next} + i];
   isa::store_16(loaded, 4 * std::size_t{tid}, direct);
   exp2[tid] = isa::ex2_approx(isa::detail::from_bits<float>(in[4 * std::size_t{tid}]));
+}
+
+// ex2.approx.ftz.f32 on its own, the softmax's exponential (online_softmax.cuh): thread i
+// (global_thread_idx(); threads past in.size() do nothing) writes ex2.approx.ftz of the word in[i] read as a
+// float. Its own body rather than a fourth output of async_copy, so that its inputs can be the ones the flush
+// is about (subnormal inputs, results below 2^-126, infinities, NaN) without feeding them to the plain form.
+// One word in and one out per thread.
+FAPROBE_DEVICE void ex2_ftz(GlobalSpan<const std::uint32_t> in, GlobalSpan<float> out) {
+  const std::size_t i = global_thread_idx();
+  if (i >= in.size()) return;
+  out[i] = isa::ex2_approx_ftz(isa::detail::from_bits<float>(in[i]));
 }
 
 }  // namespace faprobe::cuda::probes

@@ -36,6 +36,7 @@ void ldmatrix(const emu::LaunchConfig& config, unsigned matrices, bool transpose
               GlobalSpan<const std::uint32_t> row_offsets, GlobalSpan<std::uint32_t> out);
 void async_copy(const emu::LaunchConfig& config, GlobalSpan<const std::uint32_t> in, GlobalSpan<std::uint32_t> copied,
                 GlobalSpan<std::uint32_t> loaded, GlobalSpan<float> exp2);
+void ex2_ftz(const emu::LaunchConfig& config, GlobalSpan<const std::uint32_t> in, GlobalSpan<float> out);
 void convert(const emu::LaunchConfig& config, ConversionProbe probe, GlobalSpan<const std::uint32_t> in,
              GlobalSpan<std::uint32_t> out);
 

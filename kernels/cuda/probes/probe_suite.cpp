@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <stdexcept>
 #include <string_view>
 #include <tuple>
@@ -248,7 +249,7 @@ ProbeOutput run_shared_alignment(Target target, std::uint64_t seed, const std::s
   return {all, {}};
 }
 
-// --- Part 2: mma.sync, ldmatrix, cp.async, 16-byte loads, ex2.approx. ---
+// --- Part 2: mma.sync, ldmatrix, cp.async, 16-byte loads, ex2.approx and ex2.approx.ftz. ---
 
 constexpr unsigned mma_tiles = 8;
 
@@ -377,6 +378,69 @@ ProbeOutput run_async_copy(Target target, std::uint64_t seed, const std::string&
     case AsyncCopyOutput::exp2: break;
   }
   return {memory.words(exp2), {}};
+}
+
+// PTX ISA, Floating Point Instructions, ex2: ex2.approx.f32 has a maximum relative error of 2 ulp over the
+// full range of inputs. The emulator's std::exp2 is within about half an ulp of 2^x, so the two are at most
+// 2.5 ulp apart, which for two floats of one binade is at most 2 whole ulps. The same for the .ftz form.
+constexpr unsigned ex2_ulps = 2;
+
+constexpr const char* ex2_ftz_name = "ex2.approx.ftz.f32";
+constexpr Dim3 ex2_ftz_grid{2, 1, 1};
+constexpr Dim3 ex2_ftz_block{128, 1, 1};
+
+// The ex2.approx.ftz.f32 probe's inputs. First, for every seed, the inputs where the ISA fixes the result
+// (PTX ISA, ex2: .ftz flushes subnormal inputs and results to sign-preserving zero; 2^±0 = +1, 2^-inf = +0,
+// 2^+inf = +inf, NaN gives NaN) and the ends of the range. Each lies well away from the two edges where a
+// 2-ulp approximation could land on either side, x = -126 (2^-126, the smallest normal result) and x = 128
+// (overflow), so the ISA says which side both targets are on. Then random words: 2^x for x in [-32, 32)
+// (an integer in every eighth), random subnormals of either sign, x in [-160, -126.5) (a subnormal result or
+// an underflow: +0 after the flush), and x across the normal results, [-125.5, 127.5).
+std::vector<std::uint32_t> ex2_ftz_inputs(std::uint64_t seed) {
+  std::vector<std::uint32_t> words = {
+      0x00000000u, 0x80000000u,  // +0 and -0: +1
+      0x00000001u, 0x80000001u,  // ±2^-149 (±1.4e-45), the smallest subnormals: flushed to ±0, so +1
+      float_bits(1e-40f), float_bits(-1e-40f),  // subnormals: +1
+      0x007fffffu, 0x807fffffu,  // the largest subnormals: +1
+      0x00800000u,               // 2^-126, the smallest normal: not flushed (2^x rounds to 1 either way)
+      0xff800000u, 0x7f800000u,  // -inf: +0; +inf: +inf
+      0x7fc00000u, 0xffc00001u, 0x7f800001u,  // NaNs (quiet, with a payload, signalling): NaN
+      float_bits(-126.5f), float_bits(-130.0f), float_bits(-140.0f), float_bits(-148.9f),  // subnormal 2^x: +0
+      float_bits(-149.5f), float_bits(-150.5f), float_bits(-200.0f),  // 2^x rounds to 2^-149 or to 0: +0
+      float_bits(-125.5f),       // a small normal result, not flushed
+      float_bits(127.9f),        // 3.2e38: finite
+      float_bits(128.5f),        // beyond the largest float: +inf
+      float_bits(-1.0f), float_bits(0.5f), float_bits(1.0f),
+  };
+  ProbeRandom random(seed, ex2_ftz_name);
+  const std::size_t count = ex2_ftz_grid.count() * ex2_ftz_block.count();
+  for (std::size_t i = words.size(); i < count; ++i) {
+    switch (i % 8) {
+      case 4: words.push_back(float_bits(static_cast<float>(random.integer(-32, 31)))); break;
+      case 5: words.push_back((random.bits() & 0x80000000u) | (random.bits() & 0x7fffffu) | 1u); break;
+      case 6: words.push_back(float_bits(random.uniform(-160.0f, -126.5f))); break;
+      case 7: words.push_back(float_bits(random.uniform(-125.5f, 127.5f))); break;
+      default: words.push_back(float_bits(random.uniform(-32.0f, 32.0f))); break;
+    }
+  }
+  return words;
+}
+
+// The probe's output and, per word, the ulps the GPU may be off: none for the ISA's special inputs (±0,
+// subnormal, ±inf, NaN: not normal), whose results are exact; ex2_ulps elsewhere. The flushed results of
+// normal inputs (x well below -126) are exact too, by compare()'s rule for zeros and subnormals under an ulp
+// tolerance.
+ProbeOutput run_ex2_ftz(Target target, std::uint64_t seed, const std::string&) {
+  const std::vector<std::uint32_t> in = ex2_ftz_inputs(seed);
+  ProbeMemory memory(target);
+  const auto in_span = memory.input(in, "in");
+  const auto out = memory.output<float>(in.size(), "exp2");
+  const LaunchConfig config{"ex2_ftz", ex2_ftz_grid, ex2_ftz_block, 0};
+  FAPROBE_LAUNCH_PROBE(target, config, ex2_ftz, in_span, out);
+  ProbeOutput output{memory.words(out), std::vector<double>(in.size())};
+  for (std::size_t i = 0; i < in.size(); ++i)
+    output.allowed[i] = std::isnormal(bits_float(in[i])) ? double{ex2_ulps} : 0.0;
+  return output;
 }
 
 // --- Part 3: conversions. ---
@@ -636,14 +700,18 @@ std::vector<Probe> make_probes() {
   add("ld.global.v4 16B", Element::u32, bit_for_bit(), [](Target target, std::uint64_t seed, const std::string& n) {
     return run_async_copy(target, seed, n, AsyncCopyOutput::loaded);
   });
-  // PTX ISA, Floating Point Instructions, ex2: ex2.approx.f32 has a maximum relative error of 2 ulp over the
-  // full range of inputs. The emulator's std::exp2 is within about half an ulp of 2^x, so the two are at most
-  // 2.5 ulp apart, which for two floats of one binade is at most 2 whole ulps.
   add("ex2.approx.f32", Element::f32,
-      {Tolerance::Kind::ulps, 2, "2 ulp (PTX ISA, ex2: ex2.approx.f32's maximum relative error)"},
+      {Tolerance::Kind::ulps, ex2_ulps, "2 ulp (PTX ISA, ex2: ex2.approx.f32's maximum relative error)"},
       [](Target target, std::uint64_t seed, const std::string& n) {
         return run_async_copy(target, seed, n, AsyncCopyOutput::exp2);
       });
+  // The softmax's form: an approximation within the same bound, but bit for bit wherever .ftz fixes the
+  // result (the special inputs by the probe's per-word allowance, the flushed zeros by compare()'s rule).
+  add(ex2_ftz_name, Element::f32,
+      {Tolerance::Kind::ulps, ex2_ulps,
+       "2 ulp as ex2.approx.f32; bit for bit for +-0, subnormal, +-inf and NaN inputs and for zero results "
+       "(PTX ISA, ex2: .ftz flushes subnormal inputs and results)"},
+      run_ex2_ftz);
 
   const std::tuple<ConversionProbe, const char*, Element> conversions[] = {
       {ConversionProbe::f32_to_f16, "cvt.rn.f16.f32", Element::f16x2},
@@ -678,6 +746,11 @@ std::vector<Probe> make_probes() {
 }
 
 // --- Comparison. ---
+
+// Zero or subnormal (and not NaN): where an ulp count no longer stands for a relative error. Between +0 and
+// the smallest subnormal the integer distance is 1 ulp but the relative error is total, and a flushed zero
+// against an unflushed subnormal is exactly the difference .ftz exists to make.
+bool below_normal(float value) { return std::fabs(value) < std::numeric_limits<float>::min(); }
 
 // A float's position on the number line in ulps: consecutive floats differ by one, -0 and +0 coincide.
 std::int64_t ordinal(float value) {
@@ -737,6 +810,8 @@ const std::vector<Probe>& all_probes() {
   return probes;
 }
 
+std::vector<std::uint32_t> ex2_ftz_probe_inputs(std::uint64_t seed) { return ex2_ftz_inputs(seed); }
+
 WgmmaOperands wgmma_probe_operands(const std::string& probe_name, std::uint64_t seed) {
   for (const WgmmaProbeShape& shape : wgmma_probe_shapes)
     if (shape.name == probe_name) return draw_wgmma_operands(shape, seed);
@@ -773,6 +848,7 @@ Comparison compare(const Probe& probe, const ProbeOutput& reference, const Probe
     bool equal = !want_values.empty();
     bool finite = !want_values.empty();
     bool nan_pair = false;
+    bool tiny = false;  // a zero or subnormal on either side
     double abs_diff = 0.0;
     double ulps = 0.0;
     for (std::size_t v = 0; v < want_values.size(); ++v) {
@@ -784,6 +860,7 @@ Comparison compare(const Probe& probe, const ProbeOutput& reference, const Probe
         continue;
       }
       equal = false;
+      tiny = tiny || below_normal(a) || below_normal(b);
       if (std::isfinite(a) && std::isfinite(b)) {
         abs_diff = std::max(abs_diff, std::fabs(static_cast<double>(a) - static_cast<double>(b)));
         ulps = std::max(ulps, static_cast<double>(std::llabs(ordinal(a) - ordinal(b))));
@@ -801,7 +878,14 @@ Comparison compare(const Probe& probe, const ProbeOutput& reference, const Probe
     if (finite) {
       switch (probe.tolerance.kind) {
         case Tolerance::Kind::bits: break;
-        case Tolerance::Kind::ulps: within = ulps <= probe.tolerance.ulps; break;
+        case Tolerance::Kind::ulps: {
+          // A ulp tolerance is a relative error: it never covers a zero or a subnormal (below_normal), and
+          // a probe's per-word allowance, where it has one, replaces the tolerance's (0: bit for bit).
+          const double allowed =
+              i < reference.allowed.size() ? reference.allowed[i] : static_cast<double>(probe.tolerance.ulps);
+          within = !tiny && ulps <= allowed;
+          break;
+        }
         case Tolerance::Kind::of_magnitude:
           within = i < reference.allowed.size() && abs_diff <= reference.allowed[i];
           break;

@@ -11,14 +11,17 @@
 // only), and returns its output as 32-bit words. compare() says identical, within tolerance or differs. A
 // probe of instructions a GPU lacks (TMA, wgmma, stmatrix, mbarrier transactions below sm_90) names the
 // compute capability it needs (min_sm), and whoever runs the suite on a GPU skips it there with that reason.
-// Tolerances exist only where the ISA leaves the result open: ex2.approx.f32 (2 ulp, PTX ISA) and mma.sync
-// on random inputs (accumulation order and precision unspecified); every other probe is bit for bit, the
-// MMA and wgmma ones on small integers whose sums are exact in any order. NaN results compare as NaN whatever
-// their payload (PTX ISA, Floating-Point Instructions: single-precision instructions return an unspecified
-// NaN).
+// Tolerances exist only where the ISA leaves the result open: ex2.approx.f32 and ex2.approx.ftz.f32 (2 ulp,
+// PTX ISA) and mma.sync on random inputs (accumulation order and precision unspecified); every other probe is
+// bit for bit, the MMA and wgmma ones on small integers whose sums are exact in any order. An ulp tolerance
+// is a relative error, so it never covers a zero or a subnormal result (between +0 and a subnormal lie only a
+// few ulps, yet that is the whole difference .ftz makes): those compare bit for bit, and so do the words a
+// probe marks as fixed by the ISA (ex2.approx.ftz of ±0, subnormals, ±inf and NaN). NaN results compare as
+// NaN whatever their payload (PTX ISA, Floating-Point Instructions: single-precision instructions return an
+// unspecified NaN).
 //
-// Costs: about 45 probes, each a few launches of one to eight CTAs over a few thousand words; the whole
-// suite takes well under a second on either target.
+// Costs: 50 probes, each a few launches of one to eight CTAs over a few thousand words; the whole suite
+// takes well under a second on either target.
 #pragma once
 
 #include <cstddef>
@@ -45,7 +48,7 @@ std::string to_string(Element element);
 struct Tolerance {
   enum class Kind {
     bits,           // identical bits (NaN matches NaN)
-    ulps,           // floats at most `ulps` units in the last place apart (ex2.approx)
+    ulps,           // floats at most `ulps` units in the last place apart (ex2.approx), both normal
     of_magnitude,   // |difference| <= allowed[i], which the probe derives from its inputs (mma.sync)
   };
   Kind kind = Kind::bits;
@@ -55,8 +58,9 @@ struct Tolerance {
 
 struct ProbeOutput {
   std::vector<std::uint32_t> words;
-  // Tolerance::Kind::of_magnitude only: the allowed |difference| per word, from the inputs alone (the same
-  // on both targets).
+  // The allowed difference per word, from the inputs alone (the same on both targets): for
+  // Tolerance::Kind::of_magnitude the allowed |difference| (required); for Tolerance::Kind::ulps the allowed
+  // ulps, 0 where the ISA fixes the result (optional: empty means the tolerance's ulps for every word).
   std::vector<double> allowed;
 };
 
@@ -76,8 +80,8 @@ struct Probe {
 };
 
 // Every probe, in a fixed order: warp and CTA collectives, where the dynamic shared memory starts, mma.sync,
-// ldmatrix, cp.async / 16-byte loads / ex2.approx, conversions, tensor copies (TMA), wgmma, stmatrix, mbarrier
-// and elect.sync (the last eight min_sm 90).
+// ldmatrix, cp.async / 16-byte loads / ex2.approx / ex2.approx.ftz, conversions, tensor copies (TMA), wgmma,
+// stmatrix, mbarrier and elect.sync (the last seven min_sm 90).
 const std::vector<Probe>& all_probes();
 
 enum class Verdict { identical, within_tolerance, differs };
@@ -97,8 +101,8 @@ struct Comparison {
   std::string summary() const;       // "identical", "max diff 2.4e-07 (1 ulp) within tolerance", "DIFFERS at ..."
 };
 
-// The candidate's words against the reference's under the probe's element type and tolerance. Outputs of
-// different lengths differ at the shorter length.
+// The candidate's words against the reference's under the probe's element type and tolerance (with the
+// reference's per-word allowance, if any). Outputs of different lengths differ at the shorter length.
 Comparison compare(const Probe& probe, const ProbeOutput& reference, const ProbeOutput& candidate);
 
 // The mma.sync probe as the suite runs it (integer_inputs: small integers, exact; otherwise random inputs
@@ -118,6 +122,12 @@ struct WgmmaOperands {
   std::vector<float> b;
 };
 WgmmaOperands wgmma_probe_operands(const std::string& probe_name, std::uint64_t seed);
+
+// The inputs of the ex2.approx.ftz.f32 probe for seed, as float bits: output word i is ex2.approx.ftz of
+// input word i. The first ones are the same for every seed: ±0, subnormals of either sign, ±inf, NaNs, x
+// whose 2^x is subnormal (-126.5, -130, -140, -148.9) or below the smallest subnormal (-149.5, -150.5, -200),
+// 127.9 and 128.5 at the top; random ones follow (2^x in [2^-32, 2^32), subnormals, flushed and normal results).
+std::vector<std::uint32_t> ex2_ftz_probe_inputs(std::uint64_t seed);
 
 // FNV-1a over the words: lets two machines without a GPU compare their emulated outputs.
 std::uint32_t checksum(const ProbeOutput& output);
