@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -374,6 +375,65 @@ TEST_F(Cli, VerifyFindsNoMismatchOnASmallMatrix) {
     ++checked;
   }
   EXPECT_GE(checked, 40);
+}
+
+// The tile variants: listed only with --variants (the plain list names how many there are), each with the
+// implementation it is a variant of; run only when named, exactly or as cuda.fa3@*; a record names its tile, and
+// plain emu.fa3 records the default tile of each case. An unknown variant is a usage error naming the form.
+TEST_F(Cli, TileVariantsAreListedAndRunOnlyWhenNamed) {
+  const Result plain = faprobe("list");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_NE(plain.out.find("variants of cuda.fa2, cuda.fa3, emu.fa2, emu.fa3 (one tile each, run only when named): "
+                           "faprobe list --variants"),
+            std::string::npos)
+      << plain.out;
+  EXPECT_EQ(plain.out.find("emu.fa3@128x176"), std::string::npos) << "variants are not in the plain list";
+
+  const Result listing_run = faprobe("list --variants --json");
+  ASSERT_EQ(listing_run.status, 0) << listing_run.err;
+  const nlohmann::json listing = nlohmann::json::parse(listing_run.out);
+  std::set<std::string> variants;
+  for (const auto& entry : listing.at("variants")) {
+    variants.insert(entry.at("name").get<std::string>());
+    const std::string name = entry.at("name");
+    EXPECT_EQ(entry.at("variant_of").get<std::string>(), name.substr(0, name.find('@'))) << name;
+  }
+  for (const char* expected : {"cuda.fa3@128x176", "cuda.fa3@192x128", "emu.fa3@128x80", "cuda.fa2@64x64", "emu.fa2@128x32"})
+    EXPECT_EQ(variants.count(expected), 1u) << expected;
+  for (const auto& entry : listing.at("implementations"))
+    EXPECT_FALSE(entry.contains("variant_of")) << entry.at("name");
+
+  // bf16 d128 without a mask: plain emu.fa3 runs 128x176 (fa3/CMakeLists.txt), causal 128x128; emu.fa3@* runs
+  // each tile built, and the ones not built for d128 say where they are.
+  const Result run = faprobe("verify --impl emu.fa3,emu.fa3@* --seq 129 --heads 1 --head-dim 128 --dtype bf16 "
+                             "--mask none,causal --out v.jsonl");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  std::map<std::string, std::string> tiles;  // "impl mask" -> the tile its record names
+  for (const Record& record : read_jsonl(path("v.jsonl").string())) {
+    const std::string key = record.impl + " " + std::string(to_string(record.c.mask));
+    if (record.status == Status::unsupported) {
+      tiles[key] = "unsupported: " + record.reason;
+      continue;
+    }
+    EXPECT_EQ(record.status, Status::ok) << key << ": " << record.reason;
+    tiles[key] = record.details.at("tile").get<std::string>();
+  }
+  EXPECT_EQ(tiles["emu.fa3 none"], "128x176");
+  EXPECT_EQ(tiles["emu.fa3 causal"], "128x128");
+  EXPECT_EQ(tiles["emu.fa3@128x176 causal"], "128x176");
+  EXPECT_NE(tiles["emu.fa3@192x128 none"].find("the fa3 tile 192x128 is instantiated for fp16 d64, bf16 d64, fp8_e4m3 d64 only"),
+            std::string::npos)
+      << tiles["emu.fa3@192x128 none"];
+
+  const Result plain_verify = faprobe("verify --impl emu.* --seq 17 --heads 1 --head-dim 64 --dtype fp16 --out w.jsonl");
+  ASSERT_EQ(plain_verify.status, 0) << plain_verify.err;
+  for (const Record& record : read_jsonl(path("w.jsonl").string()))
+    EXPECT_EQ(record.impl.find('@'), std::string::npos) << "emu.* runs no variant: " << record.impl;
+
+  const Result unknown = faprobe("verify --impl emu.fa3@1x1 --seq 17");
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_NE(unknown.err.find("--impl: unknown implementation 'emu.fa3@1x1'"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("cuda.fa3@*: faprobe list --variants"), std::string::npos) << unknown.err;
 }
 
 TEST_F(Cli, DefaultVerifyRunsTheCiMatrixAndPasses) {

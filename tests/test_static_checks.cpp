@@ -16,24 +16,34 @@
 // tensor copies), HGMMA and QGMMA (wgmma), STSM (stmatrix), SYNCS (mbarrier) and ELECT (elect.sync), and the
 // fa1, fa2 and decode kernels HMMA.
 //
-// The FA-3 kernels (kernels/cuda/fa3/, sm_90a only), one test per kernel and check, by name:
-// fa3_{fp16,bf16}_hdim{64,128,256} must be in the library (absent: a failure), fa3_fp8_e4m3_hdim{64,128,256}
-// are checked where they are built (absent: a skip that says so). Each has, in its sm_90a SASS, wgmma
-// (HGMMA.64xNxK; QGMMA.64xNxK for fp8, which is what e4m3 wgmma assembles to) and TMA loads (UTMALDG), no
-// local memory, and setmaxnreg kept: USETMAXREG in the SASS, and ptxas -v reports no spill and never
-// "(C7508) Potential Performance Loss: 'setmaxnreg' ignored; unable to determine register count at
-// entry", which is what it says, and then drops every setmaxnreg of the kernel, when the kernel lacks
-// __launch_bounds__ with both the thread count and the blocks per SM (and no register cap says it).
+// The FA-3 kernels (kernels/cuda/fa3/, sm_90a only), one test per instantiation of its list (fa3/CMakeLists.txt,
+// read through the generated fa3_instantiations.inc) and check, by name fa3_<dtype>_hdim<d>_<block_q>x<block_k>:
+// each must be in the library. Each has, in its sm_90a SASS, wgmma (HGMMA.64xNxK; QGMMA.64xNxK for fp8, which
+// is what e4m3 wgmma assembles to) and TMA loads (UTMALDG), no local memory, and setmaxnreg kept: USETMAXREG in
+// the SASS, and ptxas -v reports no spill and never "(C7508) Potential Performance Loss: 'setmaxnreg' ignored;
+// unable to determine register count at entry", which is what it says, and then drops every setmaxnreg of the
+// kernel, when the kernel lacks __launch_bounds__ with both the thread count and the blocks per SM (and no
+// register cap says it).
+//
+// The speed a GPU run buys, counted without one: ptxas serializes no kernel's wgmma ("Potential Performance
+// Loss: wgmma.mma_async instructions are serialized", C7510-C7520), and the steady-state loop of every FA-2 and
+// FA-3 instantiation (steady_state_loop: the smallest loop of the SASS's control-flow graph that holds both a
+// tensor-core MMA and a MUFU.EX2) keeps its instruction budget, has no range check around MUFU.EX2 (the
+// non-.ftz ex2), has FMNMX and no BSSY, and, in FA-3, at least a quarter of its MUFU.EX2 between the two
+// wgmma waits of the overlap. Planted kernels of FA-2's and FA-3's own bodies with a Defect that loses speed
+// show each of these checks failing.
 //
 // Each FA-3 kernel also enters with exactly the registers its setmaxnreg budget assumes: fa3.cuh's
-// Traits::registers_at_entry (isa::registers_at_entry of the CTA's threads and CTAs per SM: 168), as REG in
+// Traits::registers_at_entry (isa::registers_at_entry of the CTA's threads and CTAs per SM: 168 for two consumer
+// warpgroups, 128 for three), as REG in
 // `cuobjdump -res-usage` and as "Used N registers" from ptxas -v; so does every other sm_90a kernel of the
 // fa3 namespace that trades registers with setmaxnreg (fa3_transpose_v, the e4m3 prologue, does not).
 //
 // The planted defects (static_checks_planted.cu: local memory, register spills, no tensor cores, setmaxnreg
-// ignored, FA-3's register budget under launch bounds that allot fewer registers) show that each check can
-// fail; the planted setmaxnreg kernel's twin with launch bounds, that the setmaxnreg checks pass a kernel
-// that keeps it, and the budget kernel's twin with fa3's own bounds, that the register check passes it.
+// ignored, FA-3's register budget under launch bounds that allot fewer registers, and the lost speed above)
+// show that each check can fail; the planted setmaxnreg kernel's twin with launch bounds, that the setmaxnreg
+// checks pass a kernel that keeps it, and the budget kernel's twin with fa3's own bounds, that the register
+// check passes it.
 //
 // cuobjdump (with the nvdisasm it runs for -sass) is found as $FAPROBE_CUOBJDUMP, else next to nvcc,
 // else in the pip target scripts/test installs it into (build/tools/cuda-binary-tools, from PyPI's
