@@ -30,6 +30,8 @@
 # Environment: FAPROBE_BIN (default build/device/faprobe), FAPROBE_CHECK_IMPLS (default: every cuda.*
 # implementation `faprobe list` reports), FAPROBE_CHECK_SECONDS, FAPROBE_PYTHON (default python3: the
 # interpreter with PyTorch, NumPy and matplotlib).
+# The kernels' tiles are tuned by its sibling, scripts/device-tune.sh: every FA-3 and FA-2 variant timed on the
+# benchmark cases, and the table from which the default tile of each case is chosen.
 set -uo pipefail  # no -e: a failing step is recorded, not fatal
 
 if [ $# -ne 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
