@@ -36,27 +36,40 @@ faprobe_build_dir() { echo "$FAPROBE_ROOT/build/$FAPROBE_PRESET"; }  # each pres
 # cutlass/), where CMake's FAPROBE_CUTE_INCLUDE_DIR looks. 4.2 is the release the oracle was checked with.
 # Without the network the test still builds, and its tests skip with the reason.
 FAPROBE_CUTLASS_WHEEL="nvidia-cutlass==4.2.*"
-faprobe_cute_headers() {
-  local tools="$FAPROBE_ROOT/build/tools/nvidia-cutlass"
-  [ -f "$tools/cutlass_library/source/include/cute/tensor.hpp" ] && return 0
-  echo "faprobe: downloading CuTe's headers ($FAPROBE_CUTLASS_WHEEL from PyPI) into build/tools" >&2
+
+# faprobe_wheel_headers NAME SPEC MARKER PREFIX CONSEQUENCE [PIP ARGS...]: the headers under PREFIX of the PyPI
+# wheel SPEC, unpacked (nothing else of the wheel) into build/tools/NAME unless build/tools/NAME/MARKER is there
+# already. Without the network, or when the wheel cannot be read, it says so with CONSEQUENCE and returns 0:
+# what needs the headers then builds without them and says it.
+faprobe_wheel_headers() {
+  local name="$1" spec="$2" marker="$3" prefix="$4" consequence="$5"
+  shift 5
+  local tools="$FAPROBE_ROOT/build/tools/$name"
+  [ -f "$tools/$marker" ] && return 0
+  echo "faprobe: downloading headers ($spec from PyPI) into build/tools/$name" >&2
   rm -rf "$tools/wheel"
   mkdir -p "$tools/wheel"
-  if ! python3 -m pip download --quiet --disable-pip-version-check --retries 2 --timeout 15 --no-deps --dest "$tools/wheel" \
-       "$FAPROBE_CUTLASS_WHEEL" >&2; then
-    echo "faprobe: could not download $FAPROBE_CUTLASS_WHEEL; test_cute_oracle's tests will skip" >&2
+  if ! python3 -m pip download --quiet --disable-pip-version-check --retries 2 --timeout 15 --no-deps "$@" \
+       --dest "$tools/wheel" "$spec" >&2; then
+    echo "faprobe: could not download $spec; $consequence" >&2
     return 0
   fi
-  python3 - "$tools" "$tools"/wheel/nvidia_cutlass-*.whl <<'PYTHON' >&2 ||
+  python3 - "$tools" "$prefix" "$tools"/wheel/*.whl <<'PYTHON' >&2 ||
 import sys, zipfile
-destination, wheel = sys.argv[1], sys.argv[2]
+destination, prefix, wheel = sys.argv[1], sys.argv[2], sys.argv[3]
 with zipfile.ZipFile(wheel) as archive:
-    headers = [name for name in archive.namelist() if name.startswith("cutlass_library/source/include/")]
+    headers = [name for name in archive.namelist() if name.startswith(prefix)]
     archive.extractall(destination, headers)
 print(f"faprobe: unpacked {len(headers)} header files of {wheel.rsplit('/', 1)[-1]}")
 PYTHON
-    echo "faprobe: could not unpack $FAPROBE_CUTLASS_WHEEL; test_cute_oracle's tests will skip" >&2
+    echo "faprobe: could not unpack $spec; $consequence" >&2
+  rm -rf "$tools/wheel"  # only the headers are used
   return 0
+}
+
+faprobe_cute_headers() {
+  faprobe_wheel_headers nvidia-cutlass "$FAPROBE_CUTLASS_WHEEL" cutlass_library/source/include/cute/tensor.hpp \
+    cutlass_library/source/include/ "test_cute_oracle's tests will skip"
 }
 
 # cuda.cudnn (kernels/cuda/cudnn.cpp) builds cuDNN's SDPA graph with the cudnn-frontend's C++ API, which is
@@ -69,28 +82,8 @@ PYTHON
 # the cudnn-frontend headers.
 FAPROBE_CUDNN_FRONTEND_WHEEL="nvidia-cudnn-frontend==1.32.*"
 faprobe_cudnn_frontend_headers() {
-  local tools="$FAPROBE_ROOT/build/tools/cudnn-frontend"
-  [ -f "$tools/include/cudnn_frontend.h" ] && return 0
-  echo "faprobe: downloading the cudnn-frontend headers ($FAPROBE_CUDNN_FRONTEND_WHEEL from PyPI) into build/tools" >&2
-  rm -rf "$tools/wheel"
-  mkdir -p "$tools/wheel"
-  if ! python3 -m pip download --quiet --disable-pip-version-check --retries 2 --timeout 15 --no-deps \
-       --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 --dest "$tools/wheel" \
-       "$FAPROBE_CUDNN_FRONTEND_WHEEL" >&2; then
-    echo "faprobe: could not download $FAPROBE_CUDNN_FRONTEND_WHEEL; cuda.cudnn will be unsupported" >&2
-    return 0
-  fi
-  python3 - "$tools" "$tools"/wheel/nvidia_cudnn_frontend-*.whl <<'PYTHON' >&2 ||
-import sys, zipfile
-destination, wheel = sys.argv[1], sys.argv[2]
-with zipfile.ZipFile(wheel) as archive:
-    headers = [name for name in archive.namelist() if name.startswith("include/")]
-    archive.extractall(destination, headers)
-print(f"faprobe: unpacked {len(headers)} header files of {wheel.rsplit('/', 1)[-1]}")
-PYTHON
-    echo "faprobe: could not unpack $FAPROBE_CUDNN_FRONTEND_WHEEL; cuda.cudnn will be unsupported" >&2
-  rm -rf "$tools/wheel"  # 11 MB, of which only the headers are used
-  return 0
+  faprobe_wheel_headers cudnn-frontend "$FAPROBE_CUDNN_FRONTEND_WHEEL" include/cudnn_frontend.h include/ \
+    "cuda.cudnn will be unsupported" --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64
 }
 
 # faprobe_build [cmake --build args]: $FAPROBE_PRESET, configured on first use. FAPROBE_WERROR=ON in the

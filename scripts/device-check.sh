@@ -61,79 +61,23 @@ command -v "$python" > /dev/null || python=""
 
 # ---------------------------------------------------------------------------------------------------------
 
-record_step() {  # record_step NAME STATUS SECONDS COMMAND
-  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$work/steps.tsv"
-}
+archive=device-check archive_exclude='*.npy'
+# shellcheck source=scripts/device_steps.sh
+source scripts/device_steps.sh
+refresh() { summarize; }
 
 summarize() {
   if [ -n "$python" ] && $python scripts/device_summary.py "$work" > "$work/summary.md.part" 2> "$work/logs/summary.log"; then
     mv -f "$work/summary.md.part" "$work/summary.md"
   else  # the steps table alone
-    { echo "# faprobe device check (scripts/device_summary.py failed: see logs/summary.log)"; echo
-      column -t -s $'\t' "$work/steps.tsv" 2>/dev/null || cat "$work/steps.tsv"; } > "$work/summary.md"
+    steps_table "faprobe device check (scripts/device_summary.py failed: see logs/summary.log)"
   fi
   cp -f "$work/summary.md" "$out/summary.md"
 }
 
-pack() {  # the archive, under 16 MiB: without the saved .npy files if they would not fit
-  cp -f "$log" "$work/log.txt" 2>/dev/null
-  local archive="$out/device-check.tar.gz"
-  tar -czf "$archive.part" -C "$scratch" device-check && mv -f "$archive.part" "$archive"
-  if [ -f "$archive" ] && [ "$(stat -c %s "$archive")" -gt $((15 << 20)) ]; then
-    tar -czf "$archive.part" --exclude='*.npy' -C "$scratch" device-check && mv -f "$archive.part" "$archive"
-  fi
-}
-
-# step NAME SECONDS [--stdout FILE] COMMAND...: runs COMMAND under a timeout (at most what is left of the
-# budget), its output in logs/NAME.log (stdout in FILE with --stdout), and records the outcome.
-step() {
-  local name=$1 limit=$2 stdout="" rc status began left
-  shift 2
-  if [ "${1:-}" = "--stdout" ]; then stdout=$2; shift 2; fi
-  left=$((deadline - SECONDS))
-  if [ "$left" -lt 10 ]; then
-    echo "== $name: skipped, out of time"
-    record_step "$name" "skipped: out of time" 0 "$*"
-    return 125
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  echo "== $name (at most ${limit}s): $*"
-  began=$SECONDS
-  # In the background with `wait`, so that an INT or TERM is handled at once (finish stops the step).
-  if [ -n "$stdout" ]; then
-    timeout -k 10 "$limit" "$@" > "$stdout" 2> "$work/logs/$name.log" &
-  else
-    timeout -k 10 "$limit" "$@" > "$work/logs/$name.log" 2>&1 &
-  fi
-  running=$! running_name=$name
-  wait "$running"
-  rc=$?
-  running=""
-  case $rc in
-    0) status=pass
-       # faprobe's own words for a run where nothing was measured (no GPU, or a CPU-only build)
-       if grep -q ' records: 0 ok, 0 mismatch, 0 failed' "$work/logs/$name.log"; then status="pass, but no case ran"; fi
-       if grep -q -- '--save: nothing saved' "$work/logs/$name.log"; then status="pass, but nothing saved"; fi ;;
-    124 | 137) status="TIMEOUT after ${limit}s" ;;
-    126 | 127) status="FAIL: cannot run (exit $rc)" ;;
-    *) status="FAIL (exit $rc)" ;;
-  esac
-  record_step "$name" "$status" $((SECONDS - began)) "$*"
-  tail -n 4 "$work/logs/$name.log" | sed 's/^/   | /'
-  echo "   -> $status ($((SECONDS - began))s)"
-  summarize
-  pack
-  return $rc
-}
-
-running="" running_name=""  # the step being run, stopped by finish
 finish() {
   trap - EXIT
-  if [ -n "$running" ]; then
-    kill -TERM "$running" 2> /dev/null
-    wait "$running" 2> /dev/null
-    record_step "$running_name" "interrupted" 0 ""
-  fi
+  stop_running_step
   echo "== done in ${SECONDS}s: $out/summary.md, $out/device-check.tar.gz"
   summarize
   pack
@@ -301,7 +245,7 @@ fa3_pair=()
 for impl in cuda.fa2 cuda.fa3; do
   case " ${impls[*]} " in *" $impl "*) case "$hung" in *" $impl "*) ;; *) fa3_pair+=("$impl") ;; esac ;; esac
 done
-fa3_without_cudnn=(--impl cuda.fa2,cuda.fa3)
+fa3_without_cudnn=(--impl "cuda.fa2,cuda.fa3")
 case " ${impls[*]} " in *" cuda.cudnn "*) case "$hung" in *" cuda.cudnn "*) ;; *) fa3_without_cudnn=() ;; esac ;; esac
 if [ ${#fa3_pair[@]} -eq 2 ]; then
   step sweep.fa3-vs-fa2 150 "$bin" sweep --config configs/fa3-vs-fa2.json "${fa3_without_cudnn[@]}" \

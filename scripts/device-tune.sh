@@ -71,9 +71,10 @@ echo "faprobe device tune ($target): $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $bin, 
 
 # ---------------------------------------------------------------------------------------------------------
 
-record_step() {  # record_step NAME STATUS SECONDS COMMAND
-  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$work/steps.tsv"
-}
+archive=device-tune archive_exclude='list.json'
+# shellcheck source=scripts/device_steps.sh
+source scripts/device_steps.sh
+refresh() { tabulate; }
 
 tabulate() {  # tune.md and summary.md, from whatever the steps have left so far
   if $python scripts/tune_table.py "$work" --out "$work/tune.md.part" --summary "$work/summary.md.part" \
@@ -81,71 +82,15 @@ tabulate() {  # tune.md and summary.md, from whatever the steps have left so far
     mv -f "$work/tune.md.part" "$work/tune.md"
     mv -f "$work/summary.md.part" "$work/summary.md"
   else  # the steps table alone
-    { echo "# faprobe device tune (scripts/tune_table.py failed: see logs/table.log)"; echo
-      column -t -s $'\t' "$work/steps.tsv" 2>/dev/null || cat "$work/steps.tsv"; } > "$work/summary.md"
+    steps_table "faprobe device tune (scripts/tune_table.py failed: see logs/table.log)"
   fi
   cp -f "$work/summary.md" "$out/summary.md"
   [ -f "$work/tune.md" ] && cp -f "$work/tune.md" "$out/tune.md"
 }
 
-pack() {  # the archive, under 16 MiB: without the listing's support probes if it would not fit
-  cp -f "$log" "$work/log.txt" 2>/dev/null
-  local archive="$out/device-tune.tar.gz"
-  tar -czf "$archive.part" -C "$scratch" device-tune && mv -f "$archive.part" "$archive"
-  if [ -f "$archive" ] && [ "$(stat -c %s "$archive")" -gt $((15 << 20)) ]; then
-    tar -czf "$archive.part" --exclude=list.json -C "$scratch" device-tune && mv -f "$archive.part" "$archive"
-  fi
-}
-
-# step NAME SECONDS [--stdout FILE] COMMAND...: runs COMMAND under a timeout (at most what is left of the
-# budget), its output in logs/NAME.log (stdout in FILE with --stdout), and records the outcome.
-step() {
-  local name=$1 limit=$2 stdout="" rc status began left
-  shift 2
-  if [ "${1:-}" = "--stdout" ]; then stdout=$2; shift 2; fi
-  left=$((deadline - SECONDS))
-  if [ "$left" -lt 10 ]; then
-    echo "== $name: skipped, out of time"
-    record_step "$name" "skipped: out of time" 0 "$*"
-    return 125
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  echo "== $name (at most ${limit}s): $*"
-  began=$SECONDS
-  # In the background with `wait`, so that an INT or TERM is handled at once (finish stops the step).
-  if [ -n "$stdout" ]; then
-    timeout -k 10 "$limit" "$@" > "$stdout" 2> "$work/logs/$name.log" &
-  else
-    timeout -k 10 "$limit" "$@" > "$work/logs/$name.log" 2>&1 &
-  fi
-  running=$! running_name=$name
-  wait "$running"
-  rc=$?
-  running=""
-  case $rc in
-    0) status=pass
-       # faprobe's own words for a run where nothing was measured (no GPU, or a CPU-only build)
-       if grep -q ' records: 0 ok, 0 mismatch, 0 failed' "$work/logs/$name.log"; then status="pass, but no case ran"; fi ;;
-    124 | 137) status="TIMEOUT after ${limit}s" ;;
-    126 | 127) status="FAIL: cannot run (exit $rc)" ;;
-    *) status="FAIL (exit $rc)" ;;
-  esac
-  record_step "$name" "$status" $((SECONDS - began)) "$*"
-  tail -n 4 "$work/logs/$name.log" | sed 's/^/   | /'
-  echo "   -> $status ($((SECONDS - began))s)"
-  tabulate
-  pack
-  return $rc
-}
-
-running="" running_name=""  # the step being run, stopped by finish
 finish() {
   trap - EXIT
-  if [ -n "$running" ]; then
-    kill -TERM "$running" 2> /dev/null
-    wait "$running" 2> /dev/null
-    record_step "$running_name" "interrupted" 0 ""
-  fi
+  stop_running_step
   echo "== done in ${SECONDS}s: $out/tune.md, $out/summary.md, $out/device-tune.tar.gz"
   tabulate
   pack

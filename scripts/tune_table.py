@@ -38,6 +38,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from device_summary import read, records  # noqa: E402  (the device check's readers of a work folder)
+
 KERNELS = ("fa3", "fa2")
 MIN_GAIN = 0.02  # a variant must beat the current default by 2 % to replace it: less is within run-to-run noise
 SHAPE = ("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim", "dtype", "mask", "mode")
@@ -51,32 +54,11 @@ COMPARE_WARNING = ("Every number here comes from this one run on this one GPU, i
 # Reading the work directory
 
 
-def read(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as file:
-            return file.read()
-    except OSError:
-        return ""
-
-
 def load_json(path):
     try:
         return json.loads(read(path))
     except ValueError:
         return None
-
-
-def records(pattern):
-    """Records from JSONL files (a line cut short by a kill is dropped); the last of an (impl, case) wins."""
-    latest = {}
-    for path in sorted(glob.glob(pattern)):
-        for line in read(path).splitlines():
-            try:
-                record = json.loads(line)
-                latest[(record["impl"], json.dumps(record["case"], sort_keys=True))] = record
-            except (ValueError, KeyError, TypeError):
-                continue
-    return list(latest.values())
 
 
 def shape(case):
