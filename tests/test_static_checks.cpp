@@ -1055,8 +1055,8 @@ std::vector<std::string> fa2_kernels() {
   };
 }
 
-INSTANTIATE_TEST_SUITE_P(Fa2, Fa2Kernel, ::testing::ValuesIn(fa2_kernels()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+const auto fa2_kernel_name = [](const ::testing::TestParamInfo<std::string>& info) { return info.param; };
+INSTANTIATE_TEST_SUITE_P(Fa2, Fa2Kernel, ::testing::ValuesIn(fa2_kernels()), fa2_kernel_name);
 
 // --- The checks can fail ---
 
