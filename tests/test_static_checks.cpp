@@ -243,13 +243,38 @@ using FunctionKey = std::tuple<std::string, std::string, std::string>;  // objec
 // Parses `cuobjdump -res-usage -sass` of an archive: "member lib.a:obj.o:" opens an object file, "arch =
 // sm_80" / "code for sm_80" the architecture, " Function NAME:" and the next line the resource usage,
 // "\t\tFunction : NAME" the SASS, whose instruction lines read "/*0580*/  @P0 LDSM.16.M88.4 R8, [R4] ;".
+// One SASS line, "/*05e0*/   @P0 HMMA.16816.F32 R8, R4, R2, R12 ;  /* 0x0000... */": its address, whether a
+// predicate guards it, and the instruction without either. False for other lines (the encoding's second half,
+// "/* 0x000fe4... */"). Written out rather than as a regex: a library's dump has ~400,000 such lines, and each
+// test process reads them all.
+bool parse_instruction(const std::string& line, unsigned long& address, bool& predicated, std::string& text) {
+  const std::size_t open = line.find_first_not_of(" \t");
+  if (open == std::string::npos || line.compare(open, 2, "/*") != 0) return false;
+  const std::size_t close = line.find("*/", open + 2);
+  if (close == std::string::npos || close == open + 2) return false;
+  const std::string hex = line.substr(open + 2, close - open - 2);
+  if (hex.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
+  std::size_t start = line.find_first_not_of(" \t", close + 2);
+  if (start == std::string::npos) return false;
+  predicated = line[start] == '@';
+  if (predicated) {
+    start = line.find_first_of(" \t", start);
+    if (start == std::string::npos || (start = line.find_first_not_of(" \t", start)) == std::string::npos) return false;
+  }
+  const std::size_t semicolon = line.find(';', start);
+  if (semicolon == std::string::npos) return false;
+  const std::size_t last = line.find_last_not_of(" \t", semicolon - 1);
+  text = last == std::string::npos || last < start ? std::string() : line.substr(start, last + 1 - start);
+  address = std::stoul(hex, nullptr, 16);
+  return true;
+}
+
 std::vector<Function> parse_dump(const std::string& text) {
   static const std::regex member(R"(^member .*:([^:]+):\s*$)");
   static const std::regex arch(R"(^\s*(?:arch =|code for) (sm_\w+)\s*$)");
   static const std::regex resource_function(R"(^ Function ([^ :]+):\s*$)");
   static const std::regex resource_value(R"(([A-Z_]+(?:\[\d+\])?):(\d+))");
   static const std::regex sass_function(R"(^\s*Function : (\S+)\s*$)");
-  static const std::regex instruction(R"(^\s*/\*([0-9a-f]+)\*/\s+(@!?U?P\w+\s+)?([^;]*?)\s*;)");
   std::map<FunctionKey, Function> functions;
   std::string object, current_arch;
   Function* resources_for = nullptr;  // the function whose resource line comes next
@@ -265,10 +290,13 @@ std::vector<Function> parse_dump(const std::string& text) {
   std::smatch match;
   for (std::string line; std::getline(lines, line);) {
     if (line.find("/*") != std::string::npos) {  // most lines: SASS, or its encoding's second half
-      if (sass_for != nullptr && std::regex_search(line, match, instruction)) {
-        sass_for->addresses.push_back(std::stoul(match[1], nullptr, 16));
-        sass_for->predicated.push_back(match[2].matched);
-        sass_for->sass.push_back(match[3]);
+      unsigned long address = 0;
+      bool predicated = false;
+      std::string instruction;
+      if (sass_for != nullptr && parse_instruction(line, address, predicated, instruction)) {
+        sass_for->addresses.push_back(address);
+        sass_for->predicated.push_back(predicated);
+        sass_for->sass.push_back(std::move(instruction));
       }
     } else if (std::regex_match(line, match, member)) {
       object = match[1];
@@ -665,6 +693,16 @@ class StaticChecks : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_FALSE(cuobjdump().empty()); }
 };
+
+// Makes the caches of both libraries' cuobjdump and ptxas output, so that the other tests only read them
+// (tests/CMakeLists.txt runs this first, as a CTest fixture).
+TEST(StaticChecksCaches, AreMadeOnce) {
+  ASSERT_FALSE(cuobjdump().empty());
+  EXPECT_FALSE(kernels_library().empty());
+  EXPECT_FALSE(planted_library().empty());
+  EXPECT_FALSE(cached_ptxas_report(FAPROBE_KERNELS_LIBRARY).empty());
+  EXPECT_FALSE(cached_ptxas_report(FAPROBE_PLANTED_LIBRARY).empty());
+}
 
 // --- faprobe's kernels ---
 
@@ -1074,7 +1112,7 @@ TEST_F(StaticChecks, PlantedLocalMemoryAndSpillsAreCaught) {
   }
 
   long spill_stores = 0, stack_frame = 0;
-  for (const PtxasFunction& f : ptxas_report(FAPROBE_PLANTED_LIBRARY)) {
+  for (const PtxasFunction& f : cached_ptxas_report(FAPROBE_PLANTED_LIBRARY)) {
     if (f.name.find("register_spill_kernel") != std::string::npos) spill_stores += f.spill_stores;
     if (f.name.find("local_array_kernel") != std::string::npos) stack_frame += f.stack_frame;
   }
@@ -1095,7 +1133,7 @@ TEST_F(StaticChecks, MissingInstructionsAndUnmatchedPatternsFail) {
 }
 
 TEST_F(StaticChecks, PlantedIgnoredSetmaxnregIsCaught) {
-  const std::vector<PtxasFunction> report = ptxas_report(FAPROBE_PLANTED_LIBRARY);
+  const std::vector<PtxasFunction> report = cached_ptxas_report(FAPROBE_PLANTED_LIBRARY);
   const std::string unbounded = joined(setmaxnreg_problems(planted_library(), report, "setmaxnreg_unbounded_kernel"));
   EXPECT_NE(unbounded.find("setmaxnreg_unbounded_kernel(faprobe::cuda::GlobalSpan<float>) [sm_90a]: ptxas: (C7508)"),
             std::string::npos) << unbounded;
@@ -1114,7 +1152,7 @@ TEST_F(StaticChecks, PlantedIgnoredSetmaxnregIsCaught) {
 }
 
 TEST_F(StaticChecks, PlantedRegisterBudgetMismatchIsCaught) {
-  const std::vector<PtxasFunction> report = ptxas_report(FAPROBE_PLANTED_LIBRARY);
+  const std::vector<PtxasFunction> report = cached_ptxas_report(FAPROBE_PLANTED_LIBRARY);
   const std::vector<const Function*> mismatch =
       functions_named(planted_library(), "register_budget_mismatch_kernel", kHopper);
   ASSERT_EQ(mismatch.size(), 1u);
