@@ -5,11 +5,14 @@
 #pragma once
 
 #include "cuda/fa2/fa2.cuh"
-#include "cuda/fa2/fa2_launch.hpp"
 
 #if defined(__CUDACC__)
 #include "cuda/common/launch_gpu.cuh"
 #endif
+
+namespace faprobe::cuda {
+struct Tile;  // cuda/common/tile_list.hpp: not included, so that each kernel's file stays small for nvcc
+}  // namespace faprobe::cuda
 
 namespace faprobe::cuda::fa2 {
 

@@ -5,12 +5,15 @@
 #pragma once
 
 #include "cuda/fa3/fa3.cuh"
-#include "cuda/fa3/fa3_launch.hpp"
 #include "cuda/fa3/transpose_v.cuh"
 
 #if defined(__CUDACC__)
 #include "cuda/common/launch_gpu.cuh"
 #endif
+
+namespace faprobe::cuda {
+struct Tile;  // cuda/common/tile_list.hpp: not included, so that each kernel's file stays small for nvcc
+}  // namespace faprobe::cuda
 
 namespace faprobe::cuda::fa3 {
 
