@@ -64,6 +64,10 @@ void to_json(nlohmann::json& out, const VerifyResult& result) {
   }
   if (!result.note.empty()) out["note"] = result.note;
   if (!result.diagnosis.empty()) out["diagnosis"] = result.diagnosis;
+  if (result.exact_inputs_checked) {
+    out["exact_inputs_o_rms"] = result.exact_inputs_o_rms;
+    out["exact_inputs_o_max_abs"] = result.exact_inputs_o_max_abs;
+  }
 }
 
 void from_json(const nlohmann::json& in, VerifyResult& result) {
@@ -84,6 +88,13 @@ void from_json(const nlohmann::json& in, VerifyResult& result) {
   result.diagnosis.clear();  // optional: only failed checks since the explainer have one
   if (in.contains("diagnosis") && in["diagnosis"].is_array()) {
     result.diagnosis = in["diagnosis"].get<std::vector<std::string>>();
+  }
+  // Optional: fp8 records written since the exact-inputs error was measured.
+  result.exact_inputs_checked = in.contains("exact_inputs_o_rms");
+  result.exact_inputs_o_rms = result.exact_inputs_o_max_abs = 0;
+  if (result.exact_inputs_checked) {
+    result.exact_inputs_o_rms = json_difference(in.at("exact_inputs_o_rms"), "verify.exact_inputs_o_rms");
+    result.exact_inputs_o_max_abs = json_difference(in.at("exact_inputs_o_max_abs"), "verify.exact_inputs_o_max_abs");
   }
 }
 
@@ -271,6 +282,41 @@ VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTe
                               result.lse_tolerance);
   }
   return result;
+}
+
+void add_exact_inputs_error(const Case& c, const HostTensor& output, VerifyResult& result, const CheckLimits& limits) {
+  const CheckPlan plan = plan_check(c, limits);
+  const GeneratedInputs exact = GeneratedInputs::exact(c);
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::int64_t>> by_kv_head;
+  for (const auto& [b, h] : plan.heads) by_kv_head[{b, c.kv_head_of(h)}].push_back(h);
+  double squares = 0, max_abs = 0;
+  std::int64_t elements = 0;
+  for (const auto& [batch_kv, query_heads] : by_kv_head) {
+    const std::int64_t b = batch_kv.first;
+    const HeadReference reference(c, exact, b, batch_kv.second);
+    for (std::int64_t h : query_heads) {
+      const std::size_t n_rows = plan.rows.size();
+      std::vector<double> row_squares(n_rows), row_max(n_rows);
+#pragma omp parallel for schedule(dynamic)
+      for (std::size_t i = 0; i < n_rows; ++i) {
+        const Eigen::VectorXd expected = reference.output_row(exact, h, plan.rows[i]);
+        const std::int64_t base = output.offset(b, plan.rows[i], h);
+        for (std::int64_t col = 0; col < c.head_dim; ++col) {
+          const double diff = double(output.get(base + col)) - expected(col);
+          row_squares[i] += diff * diff;
+          keep_max(row_max[i], std::abs(diff));
+        }
+      }
+      for (std::size_t i = 0; i < n_rows; ++i) {  // in order: the same sums whatever the threads did
+        squares += row_squares[i];
+        keep_max(max_abs, row_max[i]);
+      }
+      elements += std::int64_t(n_rows) * c.head_dim;
+    }
+  }
+  result.exact_inputs_checked = true;
+  result.exact_inputs_o_rms = elements > 0 ? std::sqrt(squares / double(elements)) : 0.0;
+  result.exact_inputs_o_max_abs = max_abs;
 }
 
 }  // namespace faprobe

@@ -85,10 +85,17 @@ struct VerifyResult {
   // When the output failed: what explains it and where its error lives (reference/explain.hpp); evidence
   // only, never part of the verdict.
   std::vector<std::string> diagnosis;
+  // fp8_e4m3 (add_exact_inputs_error): O against the float64 attention of the generator's unquantized values,
+  // on the same rows: the root mean square over their elements and the largest |difference|. Informational,
+  // never part of the verdict.
+  bool exact_inputs_checked = false;
+  double exact_inputs_o_rms = 0;
+  double exact_inputs_o_max_abs = 0;
 };
 
 // The record's `verify` object: max_abs_diff, max_rel_diff, tolerance, rows_checked, heads_checked, passed,
-// lse_checked (always), lse_max_abs_diff and lse_tolerance (when lse_checked), note (when not empty). A
+// lse_checked (always), lse_max_abs_diff and lse_tolerance (when lse_checked), note (when not empty),
+// exact_inputs_o_rms and exact_inputs_o_max_abs (when exact_inputs_checked; absent otherwise). A
 // non-finite difference is written as null (JSON has no NaN or Infinity) and read back as NaN. Records
 // written before the LSE check existed have no lse_checked: read as not checked.
 void to_json(nlohmann::json& out, const VerifyResult& result);
@@ -106,5 +113,13 @@ CheckPlan plan_check(const Case& c, const CheckLimits& limits = {});
 // (an implementation's PreparedCase::lse(); null: it produces none, lse_checked stays false).
 VerifyResult check_output(const Case& c, const InputSource& inputs, const HostTensor& output,
                           const LseTensor* lse = nullptr, const CheckLimits& limits = {});
+
+// The error a user of a quantized case sees: `output` against the float64 attention of the generator's own
+// values (GeneratedInputs::exact(c): neither rounded to the dtype nor transformed; incoherent processing leaves
+// that attention unchanged), on the rows and heads plan_check(c, limits) chooses, so it costs one more
+// reference per checked KV head and row. Sets result's exact_inputs_checked, exact_inputs_o_rms and
+// exact_inputs_o_max_abs; never `passed`. The harness adds it to every fp8_e4m3 record it checks.
+void add_exact_inputs_error(const Case& c, const HostTensor& output, VerifyResult& result,
+                            const CheckLimits& limits = {});
 
 }  // namespace faprobe

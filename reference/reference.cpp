@@ -2,16 +2,28 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "model/fp8.hpp"
 
 namespace faprobe {
 
-GeneratedInputs::GeneratedInputs(const Case& c)
+GeneratedInputs::GeneratedInputs(const Case& c, QkTransform transform)
     : case_(c),
+      transform_(transform),
       keys_{tensor_key(c.seed, TensorId::q), tensor_key(c.seed, TensorId::k), tensor_key(c.seed, TensorId::v)} {
+  if (transform == QkTransform::incoherent && (c.dtype != DType::fp8_e4m3 || !incoherent_head_dim(c.head_dim))) {
+    throw std::invalid_argument("GeneratedInputs: incoherent processing takes fp8_e4m3 and a power-of-two head_dim up "
+                                "to 256, got " + c.label());
+  }
   seq_starts_.assign(std::size_t(c.batch), 0);
   for (std::int64_t b = 1; b < c.batch; ++b) seq_starts_[std::size_t(b)] = seq_starts_[std::size_t(b) - 1] + c.seq_k_of(b - 1);
+}
+
+GeneratedInputs GeneratedInputs::exact(const Case& c) {
+  GeneratedInputs inputs(c);
+  inputs.exact_ = true;
+  return inputs;
 }
 
 void GeneratedInputs::row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const {
@@ -20,8 +32,22 @@ void GeneratedInputs::row(TensorId id, std::int64_t b, std::int64_t s, std::int6
   const std::int64_t heads = is_query ? case_.heads : case_.kv_heads;
   const std::int64_t base = ((first_row + s) * heads + h) * case_.head_dim;
   const std::uint64_t key = keys_[std::size_t(id)];
+  if (exact_) {
+    for (std::int64_t c = 0; c < case_.head_dim; ++c) {
+      out[c] = double(input_value(key, std::uint64_t(base + c), case_.inputs));
+    }
+    return;
+  }
+  const float descale = case_.fp8_descale(id, transform_);
+  if (transform_ == QkTransform::incoherent && id != TensorId::v) {  // the rotated codes, as the device fill writes
+    std::uint8_t codes[incoherent_max_head_dim];
+    incoherent_row_codes(key, std::uint64_t(base), int(case_.head_dim), case_.inputs, incoherent_signs_key(case_.seed),
+                         incoherent_scale_exponent(case_.head_dim, case_.inputs), codes);
+    for (std::int64_t c = 0; c < case_.head_dim; ++c) out[c] = double(dequantize_e4m3(codes[c], descale));
+    return;
+  }
   for (std::int64_t c = 0; c < case_.head_dim; ++c) {
-    out[c] = double(round_to(case_.dtype, input_value(key, std::uint64_t(base + c))));
+    out[c] = double(round_to(case_.dtype, input_value(key, std::uint64_t(base + c), case_.inputs), descale));
   }
 }
 

@@ -25,14 +25,21 @@ class InputSource {
   virtual void row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const = 0;
 };
 
-// Regenerates inputs from (seed, tensor, index), rounded to the case's dtype, exactly as make_inputs().
+// Regenerates inputs from (seed, tensor, index) in the case's input distribution, rounded to the case's dtype,
+// exactly as make_inputs(c, transform): with QkTransform::incoherent, Q and K rows are the rotated e4m3 values
+// an implementation that transforms them consumes (model/incoherent.hpp), descaled as it descales them.
+// exact() gives the generator's values themselves instead, unrounded and untransformed (fp32 values, exact):
+// the inputs before any quantization, for the error that quantization adds (check.hpp: add_exact_inputs_error).
 class GeneratedInputs final : public InputSource {
  public:
-  explicit GeneratedInputs(const Case& c);
+  explicit GeneratedInputs(const Case& c, QkTransform transform = QkTransform::none);
+  static GeneratedInputs exact(const Case& c);
   void row(TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, double* out) const override;
 
  private:
   Case case_;
+  QkTransform transform_;
+  bool exact_ = false;
   std::uint64_t keys_[3];
   std::vector<std::int64_t> seq_starts_;  // logical (packed) first key row of each batch entry
 };

@@ -869,6 +869,53 @@ TEST_F(Cli, ATopLeftCausalOutputPassesAsCausalTopLeftAndFailsAsCausal) {
       << bad.err;
 }
 
+TEST_F(Cli, InputsChooseTheDistributionAndRecordsCarryIt) {
+  const Result bad = faprobe("verify --impl cpu.naive --seq 17 --inputs heavy --out r.jsonl");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err, "faprobe: --inputs: unknown input distribution 'heavy' (allowed: normal, outliers (0.1 % of entries "
+                     "with standard deviation 10, FlashAttention-3's FP8 test))\n");
+  EXPECT_FALSE(fs::exists(path("r.jsonl")));
+  std::ofstream(path("bad.json")) << R"({"impl": "cpu.naive", "seq": 17, "inputs": ["normal", "cauchy"]})";
+  const Result bad_config = faprobe("verify --config bad.json --out r.jsonl");
+  EXPECT_EQ(bad_config.status, 2);
+  EXPECT_NE(bad_config.err.find("\"inputs\": unknown input distribution 'cauchy' (allowed: normal, outliers"),
+            std::string::npos)
+      << bad_config.err;
+
+  // A config's list, and the fp8 kernels: the records say "inputs": "outliers" (and nothing for normal inputs,
+  // as records always read), the table and the repro command name them, and fp8 records carry the error
+  // against the unquantized inputs.
+  std::ofstream(path("inputs.json")) << R"({"impl": "cpu.naive,emu.fa3,emu.fa3-incoherent", "seq": 33, "heads": 1,
+                                          "head_dim": 64, "dtype": "fp8_e4m3,fp32", "inputs": ["normal", "outliers"]})";
+  const Result run = faprobe("verify --config inputs.json --out r.jsonl");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("emu.fa3-incoherent b1 h1 s33 d64 fp8_e4m3 outliers    ok"), std::string::npos) << run.out;
+  std::istringstream lines(read_file(path("r.jsonl")));
+  std::map<std::string, int> ran;  // "impl dtype inputs" of the records that ran
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    const nlohmann::json& c = record.at("case");
+    const std::string inputs = c.value("inputs", std::string("(absent)"));
+    EXPECT_NE(inputs, "normal") << line;  // a normal case keeps the key it always had
+    if (record.at("status") != "ok") continue;
+    const std::string dtype = c.at("dtype").get<std::string>();
+    ++ran[record.at("impl").get<std::string>() + " " + dtype + " " + inputs];
+    EXPECT_EQ(record.at("verify").contains("exact_inputs_o_rms"), dtype == "fp8_e4m3") << line;
+    EXPECT_EQ(record.at("repro").get<std::string>().find("--inputs outliers") != std::string::npos, inputs == "outliers")
+        << line;
+  }
+  for (const char* expected : {"cpu.naive fp32 (absent)", "cpu.naive fp32 outliers", "emu.fa3 fp8_e4m3 outliers",
+                               "emu.fa3-incoherent fp8_e4m3 (absent)", "emu.fa3-incoherent fp8_e4m3 outliers"}) {
+    EXPECT_EQ(ran[expected], 1) << expected;
+  }
+  EXPECT_EQ(ran.count("emu.fa3-incoherent fp32 (absent)"), 0u);  // fp8_e4m3 only: unsupported
+
+  // --resume reads the distribution back: nothing runs twice.
+  const Result resumed = faprobe("verify --config inputs.json --out r.jsonl --resume");
+  EXPECT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE((resumed.out + resumed.err).find("(12 resumed)"), std::string::npos) << resumed.out << resumed.err;
+}
+
 TEST_F(Cli, DevicesRefuseBadInputAndTimedCpuCasesAndSayWhenThereIsNoGpu) {
   const Result bad = faprobe("sweep --impl cuda.fa2 --seq 64 --devices 0,x --out d.jsonl");
   EXPECT_EQ(bad.status, 2);

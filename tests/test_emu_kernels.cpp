@@ -1,6 +1,7 @@
 // Small CUDA kernels on the instruction layer, run under the emulator: the device input generator
-// (cuda/common/fill_inputs.cuh) must reproduce the host's inputs bit for bit in every dtype (fp8_e4m3's
-// codes and paged pools' NaN padding included), and cuda.naive's softmax (cuda/naive/softmax.cuh) must match
+// (cuda/common/fill_inputs.cuh) must reproduce the host's inputs bit for bit in every dtype and input
+// distribution (fp8_e4m3's codes, paged pools' NaN padding and incoherent processing's rotated rows included),
+// and cuda.naive's softmax (cuda/naive/softmax.cuh) must match
 // a float64 softmax over odd shapes, causal or not, in every output dtype, while its planted defects (a
 // missing barrier, a causal off-by-one) are caught on the same cases.
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -21,7 +23,10 @@
 #include "cuda/naive/softmax.cuh"
 #include "cuda/naive/softmax_launch.hpp"
 #include "emulator_test_support.hpp"
+#include "model/case.hpp"
 #include "model/dtype.hpp"
+#include "model/fp8.hpp"
+#include "model/incoherent.hpp"
 #include "model/inputs.hpp"
 #include "model/kv_layout.hpp"
 #include "model/tensor.hpp"
@@ -41,39 +46,94 @@ const Launch emulator{Target::emulator, nullptr};
 const std::int64_t fill_counts[] = {1, 31, 257, 1023, 4099, 5003};
 
 TEST(EmuFillInput, BitIdenticalToHostInputs) {
-  for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3}) {
-    for (const std::int64_t count : fill_counts) {
-      for (const TensorId tensor : {TensorId::q, TensorId::v}) {
-        SCOPED_TRACE(std::string(to_string(dtype)) + " count " + std::to_string(count) + " tensor " +
-                     std::to_string(int(tensor)));
-        const std::uint64_t seed = 11;
-        HostTensor host(dtype, 1, count, 1, 1);
-        faprobe::fill_input(host, seed, tensor);
-        const std::size_t bytes = std::size_t(count) * dtype_bytes(dtype);
-        // 0xA5 everywhere first, so an element the kernel skips cannot match by accident of a zero.
-        std::vector<unsigned char> device(bytes, 0xA5);
-        within_deadline(
-            [&] { fill_input(emulator, device.data(), dtype, std::size_t(count), tensor_key(seed, tensor)); });
-        const auto* expected = host.data<unsigned char>();
-        const std::size_t element = dtype_bytes(dtype);
-        std::size_t mismatches = 0;
-        for (std::size_t i = 0; i < std::size_t(count); ++i) {
-          if (std::memcmp(device.data() + i * element, expected + i * element, element) != 0) {
-            if (mismatches++ < 3) ADD_FAILURE() << "element " << i << " differs from the host's bits";
+  // In both input distributions: the outliers' extra draw and their fp8 scale (2^-2) on both sides.
+  for (const InputDistribution distribution : {InputDistribution::normal, InputDistribution::outliers}) {
+    for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3}) {
+      for (const std::int64_t count : fill_counts) {
+        for (const TensorId tensor : {TensorId::q, TensorId::v}) {
+          SCOPED_TRACE(std::string(to_string(dtype)) + " count " + std::to_string(count) + " tensor " +
+                       std::to_string(int(tensor)) + " inputs " + std::string(to_string(distribution)));
+          const std::uint64_t seed = 11;
+          HostTensor host(dtype, 1, count, 1, 1, fp8_tensor_scale(tensor, distribution));
+          faprobe::fill_input(host, seed, tensor, distribution);
+          const std::size_t bytes = std::size_t(count) * dtype_bytes(dtype);
+          // 0xA5 everywhere first, so an element the kernel skips cannot match by accident of a zero.
+          std::vector<unsigned char> device(bytes, 0xA5);
+          within_deadline([&] {
+            fill_input(emulator, device.data(), dtype, std::size_t(count), tensor_key(seed, tensor), distribution);
+          });
+          const auto* expected = host.data<unsigned char>();
+          const std::size_t element = dtype_bytes(dtype);
+          std::size_t mismatches = 0;
+          for (std::size_t i = 0; i < std::size_t(count); ++i) {
+            if (std::memcmp(device.data() + i * element, expected + i * element, element) != 0) {
+              if (mismatches++ < 3) ADD_FAILURE() << "element " << i << " differs from the host's bits";
+            }
           }
+          EXPECT_EQ(mismatches, 0u);
         }
-        EXPECT_EQ(mismatches, 0u);
       }
     }
   }
+}
+
+TEST(EmuFillInput, OutliersDifferFromNormalOnlyWhereTheGeneratorSaysSo) {
+  // Guards the test above against a fill that ignores the distribution (both sides would still agree): among
+  // 5003 fp32 elements about 5 are outliers, exactly those the generator marks, each 10 times its normal value.
+  const std::size_t count = 5003;
+  std::vector<float> normal(count), outliers(count);
+  within_deadline([&] {
+    fill_input(emulator, normal.data(), DType::fp32, count, tensor_key(3, TensorId::k), InputDistribution::normal);
+    fill_input(emulator, outliers.data(), DType::fp32, count, tensor_key(3, TensorId::k), InputDistribution::outliers);
+  });
+  std::size_t marked = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const bool outlier = is_outlier(tensor_key(3, TensorId::k), i);
+    marked += outlier ? 1 : 0;
+    ASSERT_EQ(outliers[i], outlier ? 10.0f * normal[i] : normal[i]) << "element " << i;
+  }
+  EXPECT_GE(marked, 1u);
+}
+
+TEST(EmuFillInput, RotatedRowsBitIdenticalToHostInputs) {
+  // Incoherent processing's fill of Q and K (Walsh–Hadamard with random signs, one rounding to e4m3) against
+  // make_inputs(c, QkTransform::incoherent), which the checker's rows share: every head_dim it takes, both
+  // distributions.
+  for (const InputDistribution distribution : {InputDistribution::normal, InputDistribution::outliers}) {
+    for (const std::int64_t head_dim : {32, 64, 128, 256}) {
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + " inputs " + std::string(to_string(distribution)));
+      Case c;
+      c.batch = 1;
+      c.heads = 3;
+      c.kv_heads = 1;
+      c.seq_q = 5;
+      c.seq_k = 7;
+      c.head_dim = head_dim;
+      c.dtype = DType::fp8_e4m3;
+      c.seed = 9;
+      c.inputs = distribution;
+      const AttentionInputs host = make_inputs(c, QkTransform::incoherent);
+      for (const auto& [tensor, id] : {std::pair{&host.q, TensorId::q}, std::pair{&host.k, TensorId::k}}) {
+        std::vector<unsigned char> device(std::size_t(tensor->elements()), 0xA5);
+        within_deadline([&] {
+          fill_rotated_input(emulator, device.data(), device.size(), int(head_dim), tensor_key(c.seed, id),
+                             distribution, incoherent_signs_key(c.seed));
+        });
+        EXPECT_EQ(std::memcmp(device.data(), tensor->data<unsigned char>(), device.size()), 0);
+      }
+    }
+  }
+  std::vector<unsigned char> buffer(96);
+  EXPECT_THROW(fill_rotated_input(emulator, buffer.data(), buffer.size(), 96, 1, InputDistribution::normal, 2),
+               std::invalid_argument);  // not a power of two
 }
 
 TEST(EmuFillInput, DifferentKeysGiveDifferentTensors) {
   // Guards the test above against a generator that ignores its key (both sides would still agree).
   std::vector<float> a(64), b(64);
   within_deadline([&] {
-    fill_input(emulator, a.data(), DType::fp32, a.size(), tensor_key(1, TensorId::q));
-    fill_input(emulator, b.data(), DType::fp32, b.size(), tensor_key(1, TensorId::k));
+    fill_input(emulator, a.data(), DType::fp32, a.size(), tensor_key(1, TensorId::q), InputDistribution::normal);
+    fill_input(emulator, b.data(), DType::fp32, b.size(), tensor_key(1, TensorId::k), InputDistribution::normal);
   });
   EXPECT_NE(a, b);
 }
@@ -98,29 +158,35 @@ TEST(EmuFillInput, PagedPoolsBitIdenticalToHostInputsPaddingIncluded) {
   paged.page_size = int(layout.page_size);
   paged.page_first_row = contents.first_row.data();
   paged.page_valid_rows = contents.valid_rows.data();
-  for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3}) {
-    SCOPED_TRACE(std::string(to_string(dtype)));
-    c.dtype = dtype;
-    HostTensor host(dtype, 1, layout.rows, c.kv_heads, c.head_dim);
-    faprobe::fill_kv_input(host, layout, c.seed, TensorId::k);
-    const std::size_t bytes = std::size_t(host.elements()) * dtype_bytes(dtype);
-    std::vector<unsigned char> device(bytes, 0xA5);
-    within_deadline([&] { fill_paged_input(emulator, device.data(), dtype, tensor_key(c.seed, TensorId::k), paged); });
-    EXPECT_EQ(std::memcmp(device.data(), host.data<unsigned char>(), bytes), 0);
+  for (const InputDistribution distribution : {InputDistribution::normal, InputDistribution::outliers}) {
+    for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3}) {
+      SCOPED_TRACE(std::string(to_string(dtype)) + " inputs " + std::string(to_string(distribution)));
+      c.dtype = dtype;
+      c.inputs = distribution;
+      HostTensor host(dtype, 1, layout.rows, c.kv_heads, c.head_dim, c.fp8_descale(TensorId::k));
+      faprobe::fill_kv_input(host, layout, c.seed, TensorId::k, distribution);
+      const std::size_t bytes = std::size_t(host.elements()) * dtype_bytes(dtype);
+      std::vector<unsigned char> device(bytes, 0xA5);
+      within_deadline([&] {
+        fill_paged_input(emulator, device.data(), dtype, tensor_key(c.seed, TensorId::k), distribution, paged);
+      });
+      EXPECT_EQ(std::memcmp(device.data(), host.data<unsigned char>(), bytes), 0);
+    }
   }
 }
 
 TEST(EmuFillInput, ZeroCountIsANoOp) {
   std::vector<unsigned char> buffer(16, 0x5A);
-  fill_input(emulator, nullptr, DType::fp32, 0, 1);
-  fill_input(emulator, buffer.data(), DType::fp8_e4m3, 0, 1);
+  fill_input(emulator, nullptr, DType::fp32, 0, 1, InputDistribution::normal);
+  fill_input(emulator, buffer.data(), DType::fp8_e4m3, 0, 1, InputDistribution::outliers);
   EXPECT_EQ(buffer, std::vector<unsigned char>(16, 0x5A));
 }
 
 #if !defined(FAPROBE_WITH_CUDA)
 TEST(EmuKernels, GpuTargetWithoutCudaSaysSo) {
   float value = 0;
-  EXPECT_THROW(fill_input({Target::gpu, nullptr}, &value, DType::fp32, 1, 1), std::runtime_error);
+  EXPECT_THROW(fill_input({Target::gpu, nullptr}, &value, DType::fp32, 1, 1, InputDistribution::normal),
+               std::runtime_error);
   SoftmaxArgs args;
   args.scores = &value;
   args.probs = &value;

@@ -2,6 +2,7 @@
 // decoded from the format's definition (std::ldexp), and rounding done by searching those values for the
 // nearest one (ties to the even code, beyond 448 saturated); then the fp8 case's scales, its host storage
 // (one code per element, dequantized on read) and its output dtype. Each test is a few milliseconds.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -27,11 +28,12 @@ double model_value(int code) {
 }
 
 // The code cvt.rn.satfinite.e4m3 gives for x, by search: NaN is 0x7F; |x| beyond 448 is ±448; else the code
-// of x's sign whose value is nearest, the even code on a tie (a zero keeps x's sign).
-int model_round(float x) {
+// of x's sign whose value is nearest, the even code on a tie (a zero keeps x's sign). Over a double, so that
+// fixed-point values wider than fp32 are rounded once too.
+int model_round(double x) {
   if (std::isnan(x)) return 0x7f;
   const int sign = std::signbit(x) ? 0x80 : 0x00;
-  const double target = std::min(std::abs(double(x)), 448.0);
+  const double target = std::min(std::abs(x), 448.0);
   static const std::vector<double> values = [] {
     std::vector<double> positive;
     for (int magnitude = 0; magnitude <= 0x7e; ++magnitude) positive.push_back(model_value(magnitude));
@@ -125,6 +127,36 @@ TEST(Fp8Codec, MatchesTheSearchOverAMillionFloatsOfEveryMagnitude) {
   EXPECT_EQ(mismatches, 0u);
 }
 
+TEST(Fp8Codec, FixedPointValuesRoundOnceAsTheSearchSays) {
+  // fixed_to_e4m3(units, e) rounds units · 2^e itself, with no fp32 rounding first: integers of up to 31 bits
+  // (the rotated rows of incoherent processing reach 2^30) at the exponents those rows use, plus the edges.
+  std::uint64_t state = 12345;
+  std::size_t mismatches = 0;
+  for (int i = 0; i < 200000; ++i) {
+    state = mix64(state);
+    const int bits = 1 + int(state % 31);
+    const std::int64_t magnitude = std::int64_t((state >> 8) & ((std::uint64_t{1} << bits) - 1u));
+    const std::int64_t units = (state >> 63) != 0 ? -magnitude : magnitude;
+    const int exponent = -26 - int((state >> 40) % 12);
+    // The search over the exact value: a double holds 31 bits, and 2^e scales it exactly.
+    const int expected = model_round(std::ldexp(double(units), exponent));
+    if (fixed_to_e4m3(units, exponent) != expected && mismatches++ < 5) {
+      ADD_FAILURE() << units << " * 2^" << exponent << ": got " << int(fixed_to_e4m3(units, exponent)) << ", want "
+                    << expected;
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
+  // A value that fp32 would round onto a tie first: 1 + 2^-4 + 2^-30 is above the tie between 1 and 1.125,
+  // so it rounds up; through fp32 (1 + 2^-4, a tie) it would round to the even 1.
+  const std::int64_t above_tie = (std::int64_t{1} << 30) + (std::int64_t{1} << 26) + 1;
+  EXPECT_EQ(fixed_to_e4m3(above_tie, -30), float_to_e4m3(1.125f));
+  EXPECT_EQ(float_to_e4m3(float(std::ldexp(double(above_tie), -30))), float_to_e4m3(1.0f));
+  EXPECT_EQ(fixed_to_e4m3(-(std::int64_t{1} << 40), -30), float_to_e4m3(-448.0f));  // -1024 saturates
+  EXPECT_EQ(fixed_to_e4m3(1, -9), 0x01);   // the smallest subnormal, from a shift to the left
+  EXPECT_EQ(fixed_to_e4m3(1, -10), 0x00);  // its half: a tie to the even zero
+  EXPECT_EQ(fixed_to_e4m3(3, -11), 0x01);  // 0.75 of it: up
+}
+
 TEST(Fp8Scales, OnePowerOfTwoForEveryTensorThatNeverSaturates) {
   EXPECT_EQ(fp8_tensor_scale(TensorId::q), fp8_input_scale);
   EXPECT_EQ(fp8_tensor_scale(TensorId::k), fp8_input_scale);
@@ -142,6 +174,33 @@ TEST(Fp8Scales, OnePowerOfTwoForEveryTensorThatNeverSaturates) {
     // Within half a step of e4m3 (3 fraction bits: relative 2^-4), or of the 2^-15 subnormal grid.
     ASSERT_LE(std::abs(round_to(DType::fp8_e4m3, x) - x), std::max(std::abs(x) / 16, std::ldexp(1.0f, -16)));
   }
+}
+
+TEST(Fp8Scales, InputsWithOutliersScaleBy2ToTheMinus2AndNeverSaturate) {
+  // 60 / 448 = 2^-2.9: the scale is 2^-2, and 2^-3 would put 60 at 480, past 448.
+  EXPECT_EQ(fp8_input_scale_of(InputDistribution::outliers), 0.25f);
+  EXPECT_EQ(fp8_tensor_scale(TensorId::v, InputDistribution::outliers), 0.25f);
+  EXPECT_GT(input_bound_of(InputDistribution::outliers) / 0.125f, e4m3_max);
+  EXPECT_EQ(fp8_scale_exponent(6.0), -6);
+  EXPECT_EQ(fp8_scale_exponent(60.0), -2);
+  EXPECT_EQ(fp8_scale_exponent(448.0), 0);
+  EXPECT_EQ(fp8_scale_exponent(449.0), 1);
+  Case c;
+  c.dtype = DType::fp8_e4m3;
+  c.inputs = InputDistribution::outliers;
+  EXPECT_EQ(c.fp8_descale(TensorId::q), 0.25f);
+  c.dtype = DType::bf16;
+  EXPECT_EQ(c.fp8_descale(TensorId::q), 1.0f);
+  const std::uint64_t key = tensor_key(5, TensorId::k);
+  int outliers = 0;
+  for (std::uint64_t i = 0; i < 50000; ++i) {
+    const float x = input_value(key, i, InputDistribution::outliers);
+    outliers += std::abs(x) > 6.0f ? 1 : 0;
+    const std::uint8_t code = quantize_e4m3(x, 0.25f);
+    ASSERT_LT(std::abs(e4m3_to_float(code)), 448.0f) << x;  // no saturation
+    ASSERT_LE(std::abs(round_to(DType::fp8_e4m3, x, 0.25f) - x), std::max(std::abs(x) / 16, std::ldexp(1.0f, -12)));
+  }
+  EXPECT_GT(outliers, 0);
 }
 
 TEST(Fp8HostTensor, StoresOneCodePerElementAndReadsDequantizedValues) {

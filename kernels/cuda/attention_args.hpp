@@ -7,7 +7,10 @@
 
 namespace faprobe::cuda {
 
-inline AttentionArgs attention_args(const Case& c, const void* q, const void* k, const void* v, void* o) {
+// transform: what the implementation did to Q and K before quantizing them (model/incoherent.hpp), which sets
+// their fp8 descales (Case::fp8_descale).
+inline AttentionArgs attention_args(const Case& c, const void* q, const void* k, const void* v, void* o,
+                                    QkTransform transform = QkTransform::none) {
   AttentionArgs args;
   args.q = q;
   args.k = k;
@@ -23,9 +26,9 @@ inline AttentionArgs attention_args(const Case& c, const void* q, const void* k,
   args.causal = c.causal();
   args.scale = float(c.scale());
   if (c.dtype == DType::fp8_e4m3) {
-    args.q_scale = fp8_tensor_scale(TensorId::q);
-    args.k_scale = fp8_tensor_scale(TensorId::k);
-    args.v_scale = fp8_tensor_scale(TensorId::v);
+    args.q_scale = c.fp8_descale(TensorId::q, transform);
+    args.k_scale = c.fp8_descale(TensorId::k, transform);
+    args.v_scale = c.fp8_descale(TensorId::v, transform);
   }
   return args;
 }

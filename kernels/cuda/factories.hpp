@@ -16,6 +16,9 @@ std::unique_ptr<Implementation> make_fa2(Target target);    // FlashAttention-2:
 // cuda.fa2@<tile> (emu.fa2@<tile>): one implementation per tile built (fa2/CMakeLists.txt), reachable by name.
 std::vector<std::unique_ptr<Implementation>> make_fa2_variants(Target target);
 std::unique_ptr<Implementation> make_fa3(Target target);    // FlashAttention-3 (sm_90a): TMA + wgmma, warp-specialized
+// The fa3 fp8 kernel on Q and K under incoherent processing (Hadamard transform with random signs, fused into
+// the input fill): fp8_e4m3 only.
+std::unique_ptr<Implementation> make_fa3_incoherent(Target target);
 // cuda.fa3@<tile> (emu.fa3@<tile>): one implementation per tile built (fa3/CMakeLists.txt), reachable by name.
 std::vector<std::unique_ptr<Implementation>> make_fa3_variants(Target target);
 std::unique_ptr<Implementation> make_decode(Target target);  // decode, one CTA per (batch, KV head): no key split

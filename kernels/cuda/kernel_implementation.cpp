@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
@@ -57,7 +58,13 @@ class KernelPreparedCase final : public PreparedCase {
     }
     tensors_.seq_starts = copy_ints(tensors_.layout.seq_starts);
     tensors_.block_table = copy_ints(tensors_.layout.block_table);
-    fill_input(launch_, tensors_.q.data(), c.dtype, std::size_t(c.q_elements()), tensor_key(c.seed, TensorId::q));
+    tensors_.transform = impl_.qk_transform();
+    if (tensors_.transform == QkTransform::incoherent) {
+      fill_rotated_qk();
+    } else {
+      fill_input(launch_, tensors_.q.data(), c.dtype, std::size_t(c.q_elements()), tensor_key(c.seed, TensorId::q),
+                 c.inputs);
+    }
     fill_kv();
     run_ = impl_.make_run(c, tensors_);
     if (target() == Target::gpu) gpu::synchronize();
@@ -109,8 +116,9 @@ class KernelPreparedCase final : public PreparedCase {
     const std::pair<KernelBuffer*, TensorId> tensors[] = {{&tensors_.k, TensorId::k}, {&tensors_.v, TensorId::v}};
     if (!tensors_.layout.paged()) {
       for (const auto& [tensor, id] : tensors) {
+        if (id == TensorId::k && tensors_.transform == QkTransform::incoherent) continue;  // fill_rotated_qk's
         fill_input(launch_, tensor->data(), case_.dtype, std::size_t(tensors_.layout.rows) * row_width,
-                   tensor_key(case_.seed, id));
+                   tensor_key(case_.seed, id), case_.inputs);
       }
       return;
     }
@@ -123,9 +131,20 @@ class KernelPreparedCase final : public PreparedCase {
     paged.page_first_row = first_row.as<const std::int32_t>();
     paged.page_valid_rows = valid_rows.as<const std::int32_t>();
     for (const auto& [tensor, id] : tensors) {
-      fill_paged_input(launch_, tensor->data(), case_.dtype, tensor_key(case_.seed, id), paged);
+      fill_paged_input(launch_, tensor->data(), case_.dtype, tensor_key(case_.seed, id), case_.inputs, paged);
     }
     if (target() == Target::gpu) gpu::synchronize();  // the page arrays are freed on return
+  }
+
+  // Q and K under incoherent processing (model/incoherent.hpp), rotated and rounded a row at a time; the
+  // implementation's supports() has made sure of fp8_e4m3, contiguous K/V and the head_dim.
+  void fill_rotated_qk() {
+    if (tensors_.layout.paged() || case_.varlen()) throw std::invalid_argument("incoherent processing: contiguous K/V only");
+    const std::uint64_t signs_key = incoherent_signs_key(case_.seed);
+    fill_rotated_input(launch_, tensors_.q.data(), std::size_t(case_.q_elements()), int(case_.head_dim),
+                       tensor_key(case_.seed, TensorId::q), case_.inputs, signs_key);
+    fill_rotated_input(launch_, tensors_.k.data(), std::size_t(case_.kv_elements()), int(case_.head_dim),
+                       tensor_key(case_.seed, TensorId::k), case_.inputs, signs_key);
   }
 
   const HostTensor& output() override {
@@ -148,7 +167,7 @@ class KernelPreparedCase final : public PreparedCase {
   // For `run --save`: the inputs regenerated on the host, bit-identical to what the input generator wrote on
   // the target (the checker and test_emu_kernels rely on the same identity). Made only when asked.
   const AttentionInputs* host_inputs() const override {
-    if (!host_inputs_) host_inputs_ = std::make_unique<AttentionInputs>(make_inputs(case_));
+    if (!host_inputs_) host_inputs_ = std::make_unique<AttentionInputs>(make_inputs(case_, impl_.qk_transform()));
     return host_inputs_.get();
   }
 
@@ -227,7 +246,8 @@ std::unique_ptr<PreparedCase> KernelImplementation::prepare(const Case& c) const
 }
 
 AttentionArgs KernelImplementation::attention_args(const Case& c, const KernelTensors& tensors) {
-  AttentionArgs args = cuda::attention_args(c, tensors.q.data(), tensors.k.data(), tensors.v.data(), tensors.o.data());
+  AttentionArgs args =
+      cuda::attention_args(c, tensors.q.data(), tensors.k.data(), tensors.v.data(), tensors.o.data(), tensors.transform);
   if (tensors.lse.bytes() != 0) args.lse = tensors.lse.as<float>();
   const KvLayout& layout = tensors.layout;
   args.kv_rows = layout.rows;

@@ -3,7 +3,8 @@
 // checked like any other, never timed). The shell owns what is the same for all of them:
 //   - buffers on the target (KernelBuffer): the GPU's stream-ordered pool, or tracked host memory for the
 //     emulator, so the record's peak and workspace bytes come from the right counter;
-//   - Q, K and V filled on the target by the device input generator (bit-identical to the host's);
+//   - Q, K and V filled on the target by the device input generator (bit-identical to the host's), in the case's
+//     input distribution, Q and K rotated where the implementation's qk_transform() says so;
 //   - O, and for kernels that write one (writes_lse()) the LSE, poisoned with NaN before a checked run:
 //     0xFF bytes by cudaMemsetAsync on faprobe's stream (ordered before the launches), or memset into the
 //     emulated device memory, so an element the kernel does not write reaches the checker as NaN;
@@ -61,6 +62,7 @@ class KernelBuffer {
 // empty (0 bytes).
 struct KernelTensors {
   KernelBuffer q, k, v, o, lse;
+  QkTransform transform = QkTransform::none;  // the implementation's (Implementation::qk_transform): how Q, K were filled
   KvLayout layout;                      // on the host
   KernelBuffer seq_starts, block_table;  // the layout's arrays on the target (int32)
 };

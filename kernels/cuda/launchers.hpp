@@ -10,6 +10,7 @@
 #include <string>
 
 #include "model/dtype.hpp"
+#include "model/inputs.hpp"
 
 namespace faprobe::cuda {
 
@@ -50,9 +51,16 @@ struct Launch {
 };
 
 // --- Device input generator (cuda/common/fill_inputs.cuh): writes count elements of dtype, element i
-// being round_to(dtype, input_value(key, i)) (src/model/inputs.hpp), bit-identical to the host's make_inputs: for
-// fp8_e4m3 the e4m3 code of input_value / fp8_input_scale (src/model/fp8.hpp).
-void fill_input(const Launch& launch, void* data, DType dtype, std::size_t count, std::uint64_t key);
+// being round_to(dtype, input_value(key, i, distribution)) (src/model/inputs.hpp), bit-identical to the host's
+// make_inputs: for fp8_e4m3 the e4m3 code of input_value / fp8_input_scale_of(distribution) (src/model/fp8.hpp).
+void fill_input(const Launch& launch, void* data, DType dtype, std::size_t count, std::uint64_t key,
+                InputDistribution distribution);
+// Q or K of an fp8_e4m3 case under incoherent processing (src/model/incoherent.hpp): rows of head_dim e4m3
+// codes (a power of two up to 256), row r rotated from the generator's elements r · head_dim ... with the
+// signs of signs_key and stored with the scale 2^incoherent_scale_exponent(head_dim, distribution); count
+// elements (a multiple of head_dim). Bit-identical to make_inputs(c, QkTransform::incoherent).
+void fill_rotated_input(const Launch& launch, void* data, std::size_t count, int head_dim, std::uint64_t key,
+                        InputDistribution distribution, std::uint64_t signs_key);
 // A paged K or V pool (fill_paged_values in fill_inputs.cuh): pages · page_size rows of row_width
 // elements; row r of page p is logical row page_first_row[p] + r when r < page_valid_rows[p], else NaN.
 // The two arrays (pages entries each) live on the target.
@@ -62,7 +70,8 @@ struct PagedFill {
   const std::int32_t* page_first_row = nullptr;
   const std::int32_t* page_valid_rows = nullptr;
 };
-void fill_paged_input(const Launch& launch, void* data, DType dtype, std::uint64_t key, const PagedFill& paged);
+void fill_paged_input(const Launch& launch, void* data, DType dtype, std::uint64_t key, InputDistribution distribution,
+                      const PagedFill& paged);
 
 // --- cuda.naive's softmax (cuda/naive/softmax.cuh): reads the fp32 scores S (batch·heads rows of seq_q x
 // seq_k, contiguous), writes P = softmax(scale · S) with the bottom-right causal mask applied by index (no

@@ -35,7 +35,7 @@ AbiCase::AbiCase(const Case& c) : seqlens_(c.seqlens) {
   abi_.seqlens = seqlens_.empty() ? nullptr : seqlens_.data();
   abi_.splits = c.splits;
   abi_.scale = float(c.scale());
-  abi_.fp8_scale = c.dtype == DType::fp8_e4m3 ? fp8_input_scale : 1.0f;
+  abi_.fp8_scale = c.fp8_descale(TensorId::q);  // the same for Q, K and V; it follows the case's input distribution
 }
 
 std::string Descriptor::supports(const Case& c) const {

@@ -146,6 +146,7 @@ int verify_files(const VerifyOptions& options, const OutputTargets& targets) {
   if (const auto saved = read_saved_case(options.o)) {
     c.dtype = saved->c.dtype;
     c.mask = saved->c.mask;
+    c.inputs = saved->c.inputs;  // for the record: the files hold the values themselves
     fmt::print(stderr, "verify: dtype {} and mask {} from {} (flags override)\n", to_string(c.dtype),
                to_string(c.mask), saved->path);
   }

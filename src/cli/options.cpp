@@ -47,6 +47,9 @@ void add_axis_options(CLI::App& app, SettingsOptions& settings) {
             "causal-top-left is PyTorch's is_causal");
   add_value(app, settings, "mode", "prefill, decode (default prefill)");
   add_value(app, settings, "seed", "input generator seed (default 0)");
+  add_value(app, settings, "inputs",
+            "input distribution: normal (default), outliers (N(0,1) with 0.1 % of entries of standard deviation 10, "
+            "FlashAttention-3's FP8 test); a list sweeps");
   add_value(app, settings, "page_size",
             "paged KV cache: keys per page, 0 (contiguous, default) or a power of two 16..256; a list sweeps");
   add_value(app, settings, "seqlens",

@@ -23,7 +23,7 @@ constexpr std::uint64_t kMaxConfigBytes = std::uint64_t(1) << 20;
 const std::vector<std::string>& axis_keys() {
   static const std::vector<std::string> keys = {"impl",  "seq",  "seq_q", "batch",     "heads",  "kv_heads",
                                                 "head_dim", "dtype", "mask", "mode", "seed", "page_size",
-                                                "splits", "seqlens"};
+                                                "splits", "seqlens", "inputs"};
   return keys;
 }
 
@@ -279,6 +279,7 @@ PlanPart make_part(const SettingsSource& source, const PlanLimits& limits) {
   const auto dtypes = enums(source, "dtype", DType::fp32, parse_dtype);
   const auto masks = enums(source, "mask", Mask::none, parse_mask);
   const auto modes = enums(source, "mode", Mode::prefill, parse_mode);
+  const auto input_distributions = enums(source, "inputs", InputDistribution::normal, parse_inputs);
 
   // The size of the product, before any case is made: an absurd plan is refused with its size and the
   // axes that made it, not expanded.
@@ -286,7 +287,8 @@ PlanPart make_part(const SettingsSource& source, const PlanLimits& limits) {
       {"seq", seqs.size()},       {"seq_q", seq_qs.size()},         {"batch", batches.size()},
       {"heads", heads_list.size()}, {"kv_heads", kv_list.size()},    {"head_dim", head_dims.size()},
       {"seed", seeds.size()},     {"page_size", page_sizes.size()}, {"splits", splits_list.size()},
-      {"dtype", dtypes.size()},   {"mask", masks.size()},           {"mode", modes.size()}};
+      {"dtype", dtypes.size()},   {"mask", masks.size()},           {"mode", modes.size()},
+      {"inputs", input_distributions.size()}};
   double pairs = double(plan.impls.size());
   for (const auto& [key, count] : axes) pairs *= double(count);
   if (pairs > double(limits.max_pairs)) {
@@ -305,36 +307,38 @@ PlanPart make_part(const SettingsSource& source, const PlanLimits& limits) {
   std::set<std::string> seen;
   for (Mode mode : modes)
     for (DType dtype : dtypes)
-      for (Mask mask : masks)
-        for (std::int64_t batch : batches)
-          for (std::int64_t heads : heads_list)
-            for (std::int64_t kv_heads : kv_list)
-              for (std::int64_t head_dim : head_dims)
-                for (std::int64_t seed : seeds)
-                  for (std::int64_t page_size : page_sizes)
-                    for (std::int64_t splits : splits_list)
-                      for (std::int64_t seq_q : seq_qs) {
-                        if (interrupted()) throw Interrupted();  // Ctrl-C answers at once, even here
-                        for (std::int64_t seq : seqs) {
-                          Case c;
-                          c.batch = batch;
-                          c.heads = heads;
-                          c.kv_heads = kv_heads != 0 ? kv_heads : heads;
-                          c.head_dim = head_dim;
-                          c.dtype = dtype;
-                          c.mask = mask;
-                          c.mode = mode;
-                          c.seed = std::uint64_t(seed);
-                          c.seq_k = seq;
-                          c.page_size = page_size;
-                          c.splits = splits;
-                          c.seqlens = seqlens;
-                          // --seq-q applies to prefill; decode always has one query row.
-                          c.seq_q = mode == Mode::decode ? 1 : (seq_q != 0 ? seq_q : seq);
-                          c.validate();
-                          if (seen.insert(c.key()).second) plan.cases.push_back(c);
+      for (InputDistribution inputs : input_distributions)
+        for (Mask mask : masks)
+          for (std::int64_t batch : batches)
+            for (std::int64_t heads : heads_list)
+              for (std::int64_t kv_heads : kv_list)
+                for (std::int64_t head_dim : head_dims)
+                  for (std::int64_t seed : seeds)
+                    for (std::int64_t page_size : page_sizes)
+                      for (std::int64_t splits : splits_list)
+                        for (std::int64_t seq_q : seq_qs) {
+                          if (interrupted()) throw Interrupted();  // Ctrl-C answers at once, even here
+                          for (std::int64_t seq : seqs) {
+                            Case c;
+                            c.batch = batch;
+                            c.heads = heads;
+                            c.kv_heads = kv_heads != 0 ? kv_heads : heads;
+                            c.head_dim = head_dim;
+                            c.dtype = dtype;
+                            c.mask = mask;
+                            c.mode = mode;
+                            c.seed = std::uint64_t(seed);
+                            c.seq_k = seq;
+                            c.page_size = page_size;
+                            c.splits = splits;
+                            c.seqlens = seqlens;
+                            c.inputs = inputs;
+                            // --seq-q applies to prefill; decode always has one query row.
+                            c.seq_q = mode == Mode::decode ? 1 : (seq_q != 0 ? seq_q : seq);
+                            c.validate();
+                            if (seen.insert(c.key()).second) plan.cases.push_back(c);
+                          }
                         }
-                      }
   return plan;
 }
 

@@ -72,7 +72,7 @@ void run_group(const std::vector<Member*>& group, const Case& c, const MeasureSe
       host_memory().reset_peaks();
       const std::unique_ptr<PreparedCase> alone = member->impl->prepare(c);
       alone->configure(measure);
-      member->first_run_s = first_run_checked(c, *alone, measure, record);
+      member->first_run_s = first_run_checked(*member->impl, c, *alone, measure, record);
       const MemoryCounters counters = alone->device_memory().value_or(host_memory().counters());
       record.memory.peak_bytes = counters.peak_bytes;
       record.memory.workspace_bytes = counters.workspace_bytes;

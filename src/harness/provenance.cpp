@@ -35,6 +35,7 @@ std::string repro_command(const std::string& impl, const Case& c, const MeasureS
   flag("--mask", std::string(to_string(c.mask)));
   flag("--mode", std::string(to_string(c.mode)));
   flag("--seed", std::to_string(c.seed));
+  if (c.inputs != InputDistribution::normal) flag("--inputs", std::string(to_string(c.inputs)));
   if (c.paged()) flag("--page-size", std::to_string(c.page_size));
   if (c.varlen()) flag("--seqlens", fmt::format("{}", fmt::join(c.seqlens, ",")));
   if (c.splits != 0) flag("--splits", std::to_string(c.splits));

@@ -23,6 +23,7 @@ std::vector<std::unique_ptr<Implementation>>& registered() {
     list.push_back(cuda::make_fa1(cuda::Target::gpu));
     list.push_back(cuda::make_fa2(cuda::Target::gpu));
     list.push_back(cuda::make_fa3(cuda::Target::gpu));
+    list.push_back(cuda::make_fa3_incoherent(cuda::Target::gpu));
     list.push_back(cuda::make_decode(cuda::Target::gpu));
     list.push_back(cuda::make_decode_splitk(cuda::Target::gpu));
     list.push_back(cuda::make_cudnn());
@@ -30,6 +31,7 @@ std::vector<std::unique_ptr<Implementation>>& registered() {
     list.push_back(cuda::make_fa1(cuda::Target::emulator));
     list.push_back(cuda::make_fa2(cuda::Target::emulator));
     list.push_back(cuda::make_fa3(cuda::Target::emulator));
+    list.push_back(cuda::make_fa3_incoherent(cuda::Target::emulator));
     list.push_back(cuda::make_decode(cuda::Target::emulator));
     list.push_back(cuda::make_decode_splitk(cuda::Target::emulator));
     return list;

@@ -99,14 +99,16 @@ bool screen(const Implementation& impl, const Case& c, const MeasureSettings& me
   return true;
 }
 
-double first_run_checked(const Case& c, PreparedCase& prepared, const MeasureSettings& measure, Record& record) {
+double first_run_checked(const Implementation& impl, const Case& c, PreparedCase& prepared,
+                         const MeasureSettings& measure, Record& record) {
   // The checked run writes into outputs that are all NaN, so that what it leaves unwritten fails the check
   // (PreparedCase::poison_outputs); the timed samples after it are not poisoned.
   if (measure.verify) prepared.poison_outputs();
   const double seconds = prepared.timed_run();
   if (!measure.verify) return seconds;
   // The checker regenerates the inputs itself rather than trusting the implementation's copy.
-  record.verify = check_output(c, GeneratedInputs(c), prepared.output(), prepared.lse());
+  record.verify = check_output(c, GeneratedInputs(c, impl.qk_transform()), prepared.output(), prepared.lse());
+  if (c.dtype == DType::fp8_e4m3) add_exact_inputs_error(c, prepared.output(), *record.verify);
   if (!record.verify->passed) {
     record.status = Status::mismatch;
     record.reason = record.verify->note;
@@ -352,7 +354,7 @@ Record run_one(const Implementation& impl, const Case& c, const MeasureSettings&
     host_memory().reset_peaks();
     auto prepared = impl.prepare(c);
     prepared->configure(measure);
-    const double first_run = first_run_checked(c, *prepared, measure, record);  // also the first warm-up run
+    const double first_run = first_run_checked(impl, c, *prepared, measure, record);  // also the first warm-up run
     if (options.timing && impl.timed() && !interrupted()) {
       MeasureSettings rest = measure;
       rest.warmup = std::max(0, measure.warmup - 1);

@@ -142,9 +142,11 @@ bool screen(const Implementation& impl, const Case& c, const MeasureSettings& me
 // FAPROBE_TEST_FAULT (above), for this case: throws, crashes or hangs, or returns.
 void apply_test_fault(const Case& c);
 // The first run of a prepared case, returning its seconds; with measure.verify its outputs are poisoned (NaN)
-// before it and checked against the float64 reference after it: record.verify, and a mismatch's status and
-// reason.
-double first_run_checked(const Case& c, PreparedCase& prepared, const MeasureSettings& measure, Record& record);
+// before it and checked against the float64 reference after it, on the inputs impl consumed
+// (Implementation::qk_transform): record.verify, and a mismatch's status and reason. An fp8_e4m3 record also
+// gets the error against the unquantized inputs (add_exact_inputs_error).
+double first_run_checked(const Implementation& impl, const Case& c, PreparedCase& prepared,
+                         const MeasureSettings& measure, Record& record);
 // An exception (std::exception) an implementation threw: record.status failed, the reason its text (or
 // "out of host memory (predicted N)" for std::bad_alloc).
 void record_failure(Record& record, const std::exception_ptr& error);

@@ -157,6 +157,7 @@ std::vector<std::string> csv_header() {
   return {"impl",          "device",         "batch",           "heads",          "kv_heads",
           "seq_q",         "seq_k",          "head_dim",        "dtype",          "mask",
           "mode",          "seed",           "page_size",       "splits",         "seqlens",
+          "inputs",
           "status",          "reason",         "time_median_s",
           "time_mean_s",   "time_min_s",     "time_max_s",      "time_q1_s",      "time_q3_s",
           "time_stddev_s", "samples",        "predicted_time_s", "flops",         "bytes",
@@ -185,6 +186,7 @@ std::vector<std::string> csv_row(const Record& r) {
           std::to_string(r.c.page_size),
           std::to_string(r.c.splits),
           fmt::format("{}", fmt::join(r.c.seqlens, " ")),  // space-separated: one CSV field; empty = equal lengths
+          std::string(to_string(r.c.inputs)),
           std::string(to_string(r.status)),
           r.reason,
           time_field(&TimeStats::median),

@@ -35,6 +35,18 @@ Mode parse_mode(std::string_view text, std::string_view what) {
   throw UsageError(fmt::format("{}: unknown mode '{}' (allowed: prefill, decode)", what, text));
 }
 
+std::string_view to_string(InputDistribution inputs) {
+  return inputs == InputDistribution::outliers ? "outliers" : "normal";
+}
+
+InputDistribution parse_inputs(std::string_view text, std::string_view what) {
+  if (text == "normal") return InputDistribution::normal;
+  if (text == "outliers") return InputDistribution::outliers;
+  throw UsageError(fmt::format("{}: unknown input distribution '{}' (allowed: normal, outliers (0.1 % of "
+                               "entries with standard deviation 10, FlashAttention-3's FP8 test))",
+                               what, text));
+}
+
 void Case::validate() const {
   auto positive = [](std::int64_t value, std::string_view name) {
     if (value <= 0) throw UsageError(fmt::format("--{} must be at least 1, got {}", name, value));
@@ -86,6 +98,12 @@ void Case::validate() const {
 }
 
 double Case::scale() const { return 1.0 / std::sqrt(double(head_dim)); }
+
+float Case::fp8_descale(TensorId id, QkTransform transform) const {
+  if (dtype != DType::fp8_e4m3) return 1.0f;
+  if (transform == QkTransform::incoherent && id != TensorId::v) return incoherent_descale(id, head_dim, inputs);
+  return fp8_tensor_scale(id, inputs);
+}
 
 std::int64_t Case::total_keys() const {
   if (seqlens.empty()) return batch * seq_k;
@@ -146,9 +164,10 @@ std::string Case::label() const {
     if (seqlens.size() > kShown) lengths += fmt::format(",...({})", seqlens.size());
     seq_text = fmt::format("q{} k[{}]", seq_q, lengths);
   }
-  return fmt::format("b{} {} {} d{} {}{}{}{}{}", batch, heads_text, seq_text, head_dim, to_string(dtype),
+  return fmt::format("b{} {} {} d{} {}{}{}{}{}{}", batch, heads_text, seq_text, head_dim, to_string(dtype),
                      masked() ? fmt::format(" {}", to_string(mask)) : "", mode == Mode::decode ? " decode" : "",
-                     paged() ? fmt::format(" page{}", page_size) : "", splits != 0 ? fmt::format(" splits{}", splits) : "");
+                     paged() ? fmt::format(" page{}", page_size) : "", splits != 0 ? fmt::format(" splits{}", splits) : "",
+                     inputs != InputDistribution::normal ? fmt::format(" {}", to_string(inputs)) : "");
 }
 
 std::string kv_layout_support(const Case& c, KvLayouts layouts) {
@@ -169,6 +188,7 @@ void to_json(nlohmann::json& out, const Case& c) {
   if (c.page_size != 0) out["page_size"] = c.page_size;
   if (!c.seqlens.empty()) out["seqlens"] = c.seqlens;
   if (c.splits != 0) out["splits"] = c.splits;
+  if (c.inputs != InputDistribution::normal) out["inputs"] = to_string(c.inputs);
 }
 
 void from_json(const nlohmann::json& in, Case& c) {
@@ -195,6 +215,9 @@ void from_json(const nlohmann::json& in, Case& c) {
     }
   }
   c.splits = optional_integer("splits");
+  // Absent in records of normal inputs (and in every record written before there was a choice).
+  c.inputs = in.contains("inputs") ? parse_inputs(in.at("inputs").get<std::string>(), "case.inputs")
+                                   : InputDistribution::normal;
 }
 
 }  // namespace faprobe

@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/dtype.hpp"
+#include "model/incoherent.hpp"
+#include "model/inputs.hpp"
 
 namespace faprobe {
 
@@ -33,6 +35,8 @@ inline constexpr const char* kTopLeftUnsupported =
 std::string_view to_string(Mode mode);
 Mask parse_mask(std::string_view text, std::string_view what);
 Mode parse_mode(std::string_view text, std::string_view what);
+std::string_view to_string(InputDistribution inputs);  // "normal", "outliers"
+InputDistribution parse_inputs(std::string_view text, std::string_view what);
 
 struct Case {
   std::int64_t batch = 1;
@@ -49,6 +53,7 @@ struct Case {
   std::vector<std::int64_t> seqlens;  // decode only: key length of each batch entry (batch = size, seq_k =
                                       // max); empty: every entry has seq_k keys
   std::int64_t splits = 0;            // split-K implementations: key splits; 0 = their heuristic
+  InputDistribution inputs = InputDistribution::normal;  // of Q, K and V (model/inputs.hpp)
 
   static constexpr std::int64_t kMinPageSize = 16, kMaxPageSize = 256;
   static constexpr std::int64_t kMaxSplits = 256;
@@ -84,7 +89,12 @@ struct Case {
   std::int64_t q_elements() const { return batch * seq_q * heads * head_dim; }
   std::int64_t kv_elements() const { return total_keys() * kv_heads * head_dim; }  // real lengths, no padding
 
-  std::string label() const;  // short, for tables: "b1 h8 s4096 d64 fp32 causal"
+  // The fp8_e4m3 descale of tensor `id` as an implementation with `transform` consumes it (real value = e4m3
+  // value · descale): fp8_tensor_scale of the case's input distribution, or under incoherent processing Q's
+  // and K's incoherent_descale (model/incoherent.hpp). 1 for the other dtypes.
+  float fp8_descale(TensorId id, QkTransform transform = QkTransform::none) const;
+
+  std::string label() const;  // short, for tables: "b1 h8 s4096 d64 fp32 causal" (" outliers" with them)
   std::string key() const;    // canonical identity, used by --resume
 };
 

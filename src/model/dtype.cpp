@@ -36,12 +36,14 @@ std::size_t dtype_bytes(DType dtype) {
   return 0;
 }
 
-float round_to(DType dtype, float value) {
+float round_to(DType dtype, float value) { return round_to(dtype, value, fp8_input_scale); }
+
+float round_to(DType dtype, float value, float fp8_scale) {
   switch (dtype) {
     case DType::fp32: return value;
     case DType::fp16: return static_cast<float>(Eigen::half(value));
     case DType::bf16: return static_cast<float>(Eigen::bfloat16(value));
-    case DType::fp8_e4m3: return dequantize_e4m3(quantize_e4m3(value, fp8_input_scale), fp8_input_scale);
+    case DType::fp8_e4m3: return dequantize_e4m3(quantize_e4m3(value, fp8_scale), fp8_scale);
   }
   throw std::invalid_argument("round_to: unknown dtype");
 }

@@ -3,9 +3,10 @@
 //
 // fp8_e4m3 follows FlashAttention-3's FP8 forward (fp8.hpp): Q, K and V are stored as e4m3 codes (1 byte),
 // each tensor with a per-tensor scale, x stored as e4m3(x / scale) (round to nearest even, saturating to ±448,
-// as cvt.rn.satfinite.e4m3x2.f32) and read as e4m3(x / scale) · scale; scale = 2^-6 for Q, K and V alike (a
-// power of two, so both ways are exact in fp32). The output of an fp8 case is bf16 (output_dtype). No CPU
-// implementation takes fp8 (dispatch_storage refuses it); HostTensor stores its codes for --save and tests.
+// as cvt.rn.satfinite.e4m3x2.f32) and read as e4m3(x / scale) · scale; scale = 2^-6 for Q, K and V alike
+// (2^-2 with outliers; a power of two, so both ways are exact in fp32). The output of an fp8 case is bf16
+// (output_dtype). No CPU implementation takes fp8 (dispatch_storage refuses it); HostTensor stores its codes for
+// --save and tests.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -35,8 +36,11 @@ template <> struct StorageOf<DType::bf16> { using type = Eigen::bfloat16; };
 
 // Rounds a float to the dtype and back (the "rounded once" input values; the plain-precision check). For
 // fp8_e4m3 it is an input's value as a kernel sees it after dequantizing: e4m3(value / scale) · scale with
-// the inputs' scale fp8_input_scale (fp8.hpp); an unscaled e4m3 rounding is e4m3_to_float(float_to_e4m3(v)).
+// the normal inputs' scale fp8_input_scale (fp8.hpp), or with the overload's fp8_scale (a case's
+// Case::fp8_descale, which follows its input distribution); an unscaled e4m3 rounding is
+// e4m3_to_float(float_to_e4m3(v)).
 float round_to(DType dtype, float value);
+float round_to(DType dtype, float value, float fp8_scale);
 
 // Calls fn(StorageType{}) for the storage type of a CPU dtype; throws for dtypes without CPU storage.
 template <class Fn> decltype(auto) dispatch_storage(DType dtype, Fn&& fn) {

@@ -81,6 +81,9 @@ class Implementation {
   // named (--impl cuda.fa3@128x176, or cuda.fa3@* for all of them) and listed by `faprobe list --variants`.
   virtual std::string variant_of() const { return ""; }
   virtual std::string supports(const Case& c) const = 0;  // "" when supported, else the reason
+  // What it does to Q and K before quantizing them (model/incoherent.hpp), so that the checker regenerates the
+  // inputs it consumed: none, or incoherent processing (*.fa3-incoherent).
+  virtual QkTransform qk_transform() const { return QkTransform::none; }
   virtual std::uint64_t predicted_bytes(const Case& c) const = 0;
   virtual double predicted_seconds(const Case& c, const MachineRates& rates) const = 0;
   virtual bool timed() const { return true; }  // emulated implementations are checked, never timed

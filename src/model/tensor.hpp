@@ -1,7 +1,8 @@
 // A host tensor in (batch, seq, heads, head_dim) layout, stored in the case's dtype, allocated through the
 // counting allocator. Q and O have `heads` heads and seq_q rows; K and V have kv_heads heads and seq_k rows.
-// An fp8_e4m3 tensor holds one e4m3 code per element (std::uint8_t) of value / fp8_input_scale, the scale
-// every fp8 input shares (fp8.hpp); get, set and row convert through it, so they see dequantized values.
+// An fp8_e4m3 tensor holds one e4m3 code per element (std::uint8_t) of value / fp8_scale, its descale (the
+// case's Case::fp8_descale: fp8_input_scale for normal inputs, fp8.hpp); get, set and row convert through it,
+// so they see dequantized values.
 // The output of a case is in output_dtype(c.dtype): bf16 for an fp8 case.
 //
 // Beside them, the LSE tensor: the log-sum-exp of every query row, which the flash-style CUDA kernels write
@@ -22,9 +23,11 @@ namespace faprobe {
 class HostTensor {
  public:
   HostTensor() = default;
-  HostTensor(DType dtype, std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim);
+  HostTensor(DType dtype, std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
+             float fp8_scale = fp8_input_scale);
 
   DType dtype() const { return dtype_; }
+  float fp8_scale() const { return fp8_scale_; }  // fp8_e4m3: real value = e4m3 value · fp8_scale
   std::int64_t batch() const { return batch_; }
   std::int64_t seq() const { return seq_; }
   std::int64_t heads() const { return heads_; }
@@ -45,6 +48,7 @@ class HostTensor {
 
  private:
   DType dtype_ = DType::fp32;
+  float fp8_scale_ = fp8_input_scale;
   std::int64_t batch_ = 0, seq_ = 0, heads_ = 0, head_dim_ = 0;
   HostAllocation storage_;
 };
@@ -102,18 +106,21 @@ std::uint64_t stored_tensor_bytes(const Case& c, bool with_lse);
 void fill_nan(HostTensor& tensor);
 void fill_nan(LseTensor& lse);
 
-// Allocates and fills Q, K, V of a case with the counter-based generator, rounded to the dtype. K and V are
-// stored in the case's layout: (batch, seq_k, kv_heads, head_dim) for a contiguous equal-length case, else
-// (1, layout.rows, kv_heads, head_dim) rows that layout.storage_row(b, key) finds.
+// Allocates and fills Q, K, V of a case with the counter-based generator of its input distribution, rounded to
+// the dtype. K and V are stored in the case's layout: (batch, seq_k, kv_heads, head_dim) for a contiguous
+// equal-length case, else (1, layout.rows, kv_heads, head_dim) rows that layout.storage_row(b, key) finds. With
+// QkTransform::incoherent (an fp8_e4m3 case, contiguous, head_dim incoherent_head_dim), Q and K hold the
+// rotated codes the device fill writes (model/incoherent.hpp), with Case::fp8_descale as their scales.
 struct AttentionInputs {
   HostTensor q, k, v;
   KvLayout layout;
 };
-AttentionInputs make_inputs(const Case& c);
+AttentionInputs make_inputs(const Case& c, QkTransform transform = QkTransform::none);
 HostTensor make_output(const Case& c);  // O, shaped like Q, in output_dtype(c.dtype), uninitialised
 // Element i of the tensor = the generator's value i (a contiguous layout, where storage = logical order).
-void fill_input(HostTensor& tensor, std::uint64_t seed, TensorId id);
+void fill_input(HostTensor& tensor, std::uint64_t seed, TensorId id, InputDistribution distribution);
 // K or V in `layout`: each storage row holds its logical row's values, a page's padding rows NaN.
-void fill_kv_input(HostTensor& tensor, const KvLayout& layout, std::uint64_t seed, TensorId id);
+void fill_kv_input(HostTensor& tensor, const KvLayout& layout, std::uint64_t seed, TensorId id,
+                   InputDistribution distribution);
 
 }  // namespace faprobe

@@ -6,6 +6,11 @@
 // the case's dtype, head_dim and mask, and each tile built is also an implementation of its own,
 // cuda.fa3@<block_q>x<block_k> (listed by `faprobe list --variants`), for measuring one against another.
 //
+// cuda.fa3-incoherent (and emu.fa3-incoherent) is the same fp8 kernel, unchanged, on Q and K under incoherent
+// processing (FA-3's "FP8 with incoherent processing", src/model/incoherent.hpp): the device fill writes Q·H·D
+// and K·H·D rounded once to e4m3, V as for cuda.fa3, and Q's descale carries the 1/head_dim of the unnormalized
+// Hadamard matrix. fp8_e4m3 only; its qk_transform() tells the checker which inputs the kernel consumed.
+//
 // Against cuda.fa2 (the seed's FA-2 → FA-3 step): the same algorithm, but the loads are one TMA instruction
 // per 64-column box issued by one thread, the GEMMs are asynchronous warpgroup-wide wgmma reading shared
 // memory directly (no ldmatrix), and the softmax of one consumer hides behind the GEMMs of the others.
@@ -57,9 +62,12 @@ class Fa3Run final : public KernelRun {
 
 class Fa3 final : public TiledKernelImplementation {
  public:
-  using TiledKernelImplementation::TiledKernelImplementation;
+  // incoherent: cuda.fa3-incoherent, the fp8 kernel on rotated Q and K.
+  Fa3(Target target, std::optional<Tile> tile, bool incoherent = false)
+      : TiledKernelImplementation(target, std::move(tile)), incoherent_(incoherent) {}
 
   bool writes_lse() const override { return true; }
+  QkTransform qk_transform() const override { return incoherent_ ? QkTransform::incoherent : QkTransform::none; }
 
   std::uint64_t predicted_bytes(const Case& c) const override {
     return tensor_bytes(c) + fa3_workspace_bytes(cuda::attention_args(c, nullptr, nullptr, nullptr, nullptr));
@@ -73,9 +81,17 @@ class Fa3 final : public TiledKernelImplementation {
   }
 
  protected:
-  std::string kernel() const override { return "fa3"; }
+  std::string kernel() const override { return incoherent_ ? "fa3-incoherent" : "fa3"; }
   const TileList& instantiations() const override { return fa3_instantiations(); }
   std::string kernel_supports(const Case& c) const override {
+    if (incoherent_ && c.dtype != DType::fp8_e4m3) {
+      return fmt::format("incoherent processing rotates Q and K before their rounding to e4m3: fp8_e4m3 only, not {} "
+                         "(cuda.fa3 runs it)", to_string(c.dtype));
+    }
+    if (incoherent_ && !incoherent_head_dim(c.head_dim)) {
+      return fmt::format("incoherent processing's Walsh–Hadamard transform needs a power-of-two head_dim up to {}, not {}",
+                         incoherent_max_head_dim, c.head_dim);
+    }
     std::string reason = fa3_supports(c, tile());
     if (!reason.empty() || target() != Target::gpu) return reason;
     reason = fa3_gpu_missing();
@@ -88,13 +104,22 @@ class Fa3 final : public TiledKernelImplementation {
   }
   std::unique_ptr<KernelRun> make_run(const Case& c, KernelTensors& tensors) const override {
     const Tile chosen = tile_for(c);
-    return std::make_unique<Fa3Run>(c, tensors, target(), chosen, tile_details(chosen));
+    nlohmann::json details = tile_details(chosen);
+    if (incoherent_) details["qk_transform"] = "incoherent: Q and K times H·D (Walsh–Hadamard, random signs), not timed";
+    return std::make_unique<Fa3Run>(c, tensors, target(), chosen, std::move(details));
   }
+
+ private:
+  bool incoherent_ = false;
 };
 
 }  // namespace
 
 std::unique_ptr<Implementation> make_fa3(Target target) { return std::make_unique<Fa3>(target, std::nullopt); }
+
+std::unique_ptr<Implementation> make_fa3_incoherent(Target target) {
+  return std::make_unique<Fa3>(target, std::nullopt, /*incoherent=*/true);
+}
 
 std::vector<std::unique_ptr<Implementation>> make_fa3_variants(Target target) {
   return make_tile_variants<Fa3>(target, fa3_instantiations());
