@@ -10,8 +10,15 @@
 //   exponential left between the two waits;
 // - planted_fa3_scores_read_in_flight: the softmax reads S while its wgmma may still run (wait_group 2 where
 //   1 is needed): ptxas serializes the kernel's wgmma ("Potential Performance Loss: wgmma.mma_async
-//   instructions are serialized").
+//   instructions are serialized");
+// - planted_decode_drain_every_tile: the decode kernel waiting for all its copies (wait_group 0) before each
+//   tile: no tile left in flight at the wait;
+// - planted_decode_divided_page: the paged decode kernel finding a key's page by division and remainder by
+//   the runtime page size: I2F, MUFU.RCP and F2I in the loop;
+// - planted_decode_global_table: the paged decode kernel reading the block table from global memory for
+//   every 16-byte chunk: 16 LDG per tile.
 #include "cuda/common/isa.hpp"
+#include "cuda/decode/decode.cuh"
 #include "cuda/fa2/fa2.cuh"
 #include "cuda/fa3/fa3.cuh"
 
@@ -43,6 +50,21 @@ using PlantedFa2 = cuda::fa2::Traits<128, 128, 32>;
 __global__ void __launch_bounds__(PlantedFa2::threads, PlantedFa2::min_ctas_per_sm)
     planted_fa2_mask_every_block(const cuda::fa2::Params params) {
   cuda::fa2::forward_body<cuda::isa::BFloat16, 128, 128, 32, cuda::fa2::Defect::mask_every_block>(params);
+}
+
+// The decode kernel (bf16, head_dim 128), contiguous or paged, with a planted loss of speed.
+using PlantedDecode = cuda::decode::Traits<128>;
+__global__ void __launch_bounds__(PlantedDecode::threads, PlantedDecode::min_ctas_per_sm)
+    planted_decode_drain_every_tile(const cuda::decode::Params params) {
+  cuda::decode::attend_body<cuda::isa::BFloat16, 128, /*kPaged=*/false, cuda::decode::Defect::drain_every_tile>(params);
+}
+__global__ void __launch_bounds__(PlantedDecode::threads, PlantedDecode::min_ctas_per_sm)
+    planted_decode_divided_page(const cuda::decode::Params params) {
+  cuda::decode::attend_body<cuda::isa::BFloat16, 128, /*kPaged=*/true, cuda::decode::Defect::divided_page>(params);
+}
+__global__ void __launch_bounds__(PlantedDecode::threads, PlantedDecode::min_ctas_per_sm)
+    planted_decode_global_table(const cuda::decode::Params params) {
+  cuda::decode::attend_body<cuda::isa::BFloat16, 128, /*kPaged=*/true, cuda::decode::Defect::global_table>(params);
 }
 
 }  // namespace faprobe::planted

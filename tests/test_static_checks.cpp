@@ -33,6 +33,12 @@
 // wgmma waits of the overlap. Planted kernels of FA-2's and FA-3's own bodies with a Defect that loses speed
 // show each of these checks failing.
 //
+// The decode kernels' steady-state loops (decode_<dtype>_hdim<d> and decode_paged_<dtype>_hdim<d>, both
+// architectures) keep copies in flight (every cp.async.wait_group in the loop leaves a group outstanding),
+// and the paged ones find pages by shifts (no I2F, F2I, MUFU.RCP) with at most two block-table loads (LDG) per
+// tile; planted decode kernels that drain the copies before each tile, divide by the page size, or read the
+// table from global memory per chunk are caught.
+//
 // Each FA-3 kernel also enters with exactly the registers its setmaxnreg budget assumes: fa3.cuh's
 // Traits::registers_at_entry (isa::registers_at_entry of the CTA's threads and CTAs per SM: 168 for two consumer
 // warpgroups, 128 for three), as REG in
@@ -333,7 +339,7 @@ std::vector<Function> faprobe_functions(const std::vector<Function>& all) {
 //
 // The control-flow graph of one function: basic blocks split at branch targets and after each branch and exit;
 // a BRA names its target's address ("BRA 0x2f20"), and one without a predicate (like an EXIT without one) does
-// not fall through. Loops are natural loops: for a back edge u → h (h dominates u), the blocks that reach u
+// not fall through, except BRA.DIV and BRA.CONV (taken only on a diverged or converged warp). Loops are natural loops: for a back edge u → h (h dominates u), the blocks that reach u
 // without passing h; the back edges to one header make one loop. A loop's own instructions are those of its
 // blocks in no smaller loop inside it: the mbarrier try-wait spins, which run once per wait that finds the
 // phase incomplete, not once per key block, are loops of their own.
@@ -347,6 +353,11 @@ struct LoopCounts {
   int instructions = 0, mma = 0, ex2 = 0, fmnmx = 0, bssy = 0;
   int range_checks = 0;       // FSETP.GEU ... -126: the test plain ex2.approx wraps each MUFU.EX2 in
   int ex2_between_waits = 0;  // MUFU.EX2 after a WARPGROUP.DEPBAR.LE gsb0, 0x1 and before the 0x0 that follows
+  // The copies (the decode kernels): cp.async (LDGSTS), other global loads (LDG), integer division's
+  // conversions and reciprocal (I2F, F2I, MUFU.RCP), shuffles, and each cp.async.wait_group's count of groups
+  // left in flight (DEPBAR.LE SB0, N).
+  int ldgsts = 0, ldg = 0, i2f = 0, f2i = 0, rcp = 0, shfl = 0;
+  std::vector<int> async_waits;
 };
 
 std::string opcode_of(const std::string& instruction) { return instruction.substr(0, instruction.find(' ')); }
@@ -382,8 +393,12 @@ LoopCounts steady_state_loop(const Function& f) {
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::size_t last = end_of(b) - 1;
     const std::string op = opcode_of(f.sass[last]);
-    const bool stops = !f.predicated[last] && (has_prefix(op, "BRA") || has_prefix(op, "EXIT") || has_prefix(op, "RET") ||
-                                               has_prefix(op, "BRX"));
+    // BRA.DIV and BRA.CONV branch only when the warp is diverged (converged): the guard ptxas puts before a
+    // .sync warp instruction (a shuffle, a warp barrier), whose out-of-line path branches back. Without a
+    // predicate they still fall through.
+    const bool conditional = f.predicated[last] || has_prefix(op, "BRA.DIV") || has_prefix(op, "BRA.CONV");
+    const bool stops = !conditional && (has_prefix(op, "BRA") || has_prefix(op, "EXIT") || has_prefix(op, "RET") ||
+                                        has_prefix(op, "BRX"));
     if (branch_to[last] >= 0) successors[b].push_back(block_of[static_cast<std::size_t>(branch_to[last])]);
     if (!stops && end_of(b) < n) successors[b].push_back(b + 1);
   }
@@ -462,6 +477,14 @@ LoopCounts steady_state_loop(const Function& f) {
         if (has_prefix(op, "BSSY")) ++counts.bssy;
         if (has_prefix(op, "FSETP.GEU") && text.find("-126") != std::string::npos) ++counts.range_checks;
         if (has_prefix(op, "WARPGROUP.DEPBAR")) wait_state = text.find("0x1") != std::string::npos ? 1 : 0;
+        if (has_prefix(op, "LDGSTS")) ++counts.ldgsts;
+        if (op == "LDG" || has_prefix(op, "LDG.")) ++counts.ldg;
+        if (has_prefix(op, "I2F")) ++counts.i2f;  // I2F, I2F.U32.RP, I2FP.F32.S32
+        if (has_prefix(op, "F2I")) ++counts.f2i;
+        if (has_prefix(op, "MUFU.RCP")) ++counts.rcp;
+        if (has_prefix(op, "SHFL")) ++counts.shfl;
+        if (op == "DEPBAR.LE" && text.find("SB0") != std::string::npos)
+          counts.async_waits.push_back(static_cast<int>(std::stol(text.substr(text.rfind(',') + 1), nullptr, 16)));
       }
     }
     if (counts.mma == 0 || counts.ex2 == 0) continue;
@@ -1096,6 +1119,94 @@ std::vector<std::string> fa2_kernels() {
 const auto fa2_kernel_name = [](const ::testing::TestParamInfo<std::string>& info) { return info.param; };
 INSTANTIATE_TEST_SUITE_P(Fa2, Fa2Kernel, ::testing::ValuesIn(fa2_kernels()), fa2_kernel_name);
 
+// --- The decode kernels (kernels/cuda/decode/): the copy pipeline and the paged lookup ---
+//
+// In the steady-state loop of each decode attention kernel (one key block of a warp: the smallest loop with
+// HMMA and MUFU.EX2):
+// - tiles stay in flight: the loop waits for its copies (cp.async.wait_group, DEPBAR.LE SB0, N), and every
+//   wait leaves N ≥ 1 groups in flight. A wait for 0 drains the warp's copies before each tile;
+// - paged (decode_paged_*): no I2F, F2I or MUFU.RCP (an integer division or remainder by the runtime page size
+//   is I2F.U32.RP, MUFU.RCP, F2I and a correction), and at most two LDG per tile. The criterion for the
+//   table's loads: K and V are copied by cp.async (LDGSTS) and Q before the loop, so every LDG in the loop
+//   (any width) is another global load, the block table's; the loop's tiles are its LDGSTS over the LDGSTS one
+//   tile takes (block_k · d / 8 chunks over 32 lanes: 16 per lane at every head_dim), which holds however
+//   the compiler unrolls the loop.
+struct DecodeKernelName {
+  std::string name;  // decode_<dtype>_hdim<d> or decode_paged_<dtype>_hdim<d>
+  int head_dim;
+  bool paged;
+};
+
+std::ostream& operator<<(std::ostream& out, const DecodeKernelName& kernel) { return out << kernel.name; }
+
+std::vector<DecodeKernelName> decode_kernels() {
+  std::vector<DecodeKernelName> kernels;
+  for (const char* layout : {"", "paged_"})
+    for (const char* dtype : {"fp16", "bf16"})
+      for (int head_dim : {64, 128, 256})
+        kernels.push_back({std::string("decode_") + layout + dtype + "_hdim" + std::to_string(head_dim), head_dim,
+                           *layout != '\0'});
+  return kernels;
+}
+
+// The cp.async copies one tile takes per lane: a tile is 8 KiB, 16 bytes a copy, 32 lanes.
+constexpr int kDecodeCopiesPerTile = 8192 / 16 / 32;
+
+std::string describe_decode(const LoopCounts& loop) {
+  if (!loop.found) return describe(loop);
+  std::ostringstream text;
+  const double tiles = double(loop.ldgsts) / kDecodeCopiesPerTile;
+  text << "loop at 0x" << std::hex << loop.header << std::dec << ": " << loop.instructions << " instructions, "
+       << loop.ldgsts << " LDGSTS (" << tiles << " tiles: " << (tiles > 0 ? loop.instructions / tiles : 0.0)
+       << " instructions per tile), " << loop.ldg << " LDG, " << loop.shfl << " SHFL, " << loop.i2f << " I2F, "
+       << loop.f2i << " F2I, " << loop.rcp << " MUFU.RCP, " << loop.mma << " HMMA, " << loop.ex2 << " MUFU.EX2, waits";
+  for (int wait : loop.async_waits) text << " " << wait;
+  return text.str();
+}
+
+// What is wrong with a decode kernel's steady-state loop (above); empty when nothing is.
+std::vector<std::string> decode_loop_problems(const Function& f, bool paged) {
+  const LoopCounts loop = steady_state_loop(f);
+  if (!loop.found) return {f.id() + ": " + describe(loop)};
+  std::vector<std::string> problems;
+  const std::string where = f.id() + " (" + describe_decode(loop) + ")";
+  if (loop.ldgsts == 0) problems.push_back(where + ": no cp.async (LDGSTS) in the loop");
+  if (loop.async_waits.empty()) problems.push_back(where + ": no cp.async.wait_group (DEPBAR.LE SB0) in the loop");
+  for (int wait : loop.async_waits)
+    if (wait < 1)
+      problems.push_back(where + ": a cp.async.wait_group leaves " + std::to_string(wait) +
+                         " groups in flight (the warp's copies drained before a tile)");
+  if (paged) {
+    if (loop.i2f + loop.f2i + loop.rcp > 0)
+      problems.push_back(where + ": " + std::to_string(loop.i2f) + " I2F, " + std::to_string(loop.f2i) + " F2I, " +
+                         std::to_string(loop.rcp) + " MUFU.RCP (a division by the page size)");
+    const double tiles = double(loop.ldgsts) / kDecodeCopiesPerTile;
+    if (loop.ldg > 2.0 * tiles)
+      problems.push_back(where + ": " + std::to_string(loop.ldg) + " LDG for " + std::to_string(tiles) +
+                         " tiles, at most 2 per tile (block-table loads)");
+  }
+  return problems;
+}
+
+class DecodeKernel : public StaticChecks, public ::testing::WithParamInterface<DecodeKernelName> {};
+
+TEST_P(DecodeKernel, SteadyStateLoopKeepsTilesInFlightAndLooksUpPagesByShifts) {
+  const DecodeKernelName& kernel = GetParam();
+  std::vector<std::string> problems;
+  for (const std::string& arch : kBuiltArchitectures) {
+    const std::vector<const Function*> found = functions_named(kernels_library(), kernel.name, arch);
+    if (found.empty()) problems.push_back("no kernel named " + kernel.name + " for " + arch);
+    for (const Function* f : found) {
+      std::printf("%s [%s]: %s\n", kernel.name.c_str(), arch.c_str(), describe_decode(steady_state_loop(*f)).c_str());
+      for (const std::string& problem : decode_loop_problems(*f, kernel.paged)) problems.push_back(problem);
+    }
+  }
+  EXPECT_TRUE(problems.empty()) << joined(problems);
+}
+
+const auto decode_kernel_name = [](const ::testing::TestParamInfo<DecodeKernelName>& info) { return info.param.name; };
+INSTANTIATE_TEST_SUITE_P(Decode, DecodeKernel, ::testing::ValuesIn(decode_kernels()), decode_kernel_name);
+
 // --- The checks can fail ---
 
 TEST_F(StaticChecks, PlantedLocalMemoryAndSpillsAreCaught) {
@@ -1220,6 +1331,21 @@ TEST_F(StaticChecks, PlantedSerializedWgmmaIsCaught) {
   EXPECT_TRUE(mentions(problems, "planted_fa3_scores_read_in_flight(faprobe::cuda::fa3::Params) [sm_90a]: ptxas (C7514)"))
       << joined(problems);
   EXPECT_EQ(problems.size(), 1u) << "only the kernel that reads S in flight:" << joined(problems);
+}
+
+TEST_F(StaticChecks, PlantedDecodeLossesOfSpeedAreCaught) {
+  for (const std::string& arch : kBuiltArchitectures) {
+    for (const char* name : {"planted_decode_drain_every_tile", "planted_decode_divided_page", "planted_decode_global_table"})
+      std::printf("%s [%s]: %s\n", name, arch.c_str(), describe_decode(steady_state_loop(planted_kernel(name, arch))).c_str());
+    const std::vector<std::string> drained = decode_loop_problems(planted_kernel("planted_decode_drain_every_tile", arch), false);
+    EXPECT_TRUE(mentions(drained, "a cp.async.wait_group leaves 0 groups in flight")) << arch << joined(drained);
+    const std::vector<std::string> divided = decode_loop_problems(planted_kernel("planted_decode_divided_page", arch), true);
+    EXPECT_TRUE(mentions(divided, "MUFU.RCP (a division by the page size)")) << arch << joined(divided);
+    EXPECT_FALSE(mentions(divided, "LDG for")) << "the table is still read from shared memory:" << arch << joined(divided);
+    const std::vector<std::string> global = decode_loop_problems(planted_kernel("planted_decode_global_table", arch), true);
+    EXPECT_TRUE(mentions(global, "tiles, at most 2 per tile (block-table loads)")) << arch << joined(global);
+    EXPECT_FALSE(mentions(global, "a division by the page size")) << "shifts, not a division:" << arch << joined(global);
+  }
 }
 
 // The loop finder on a fixed excerpt: a loop with a spin loop inside it (the spin's instructions are its own,

@@ -21,7 +21,8 @@ namespace faprobe::cuda::tiles {
 // of Threads threads (a CTA, or one warp copying its own tile) a fixed share; thread is its index among them.
 // Row r (< valid_rows) starts at element row_base(r) of source; rows at or past valid_rows are zero-filled
 // in shared memory instead (never read from global memory). row_base lets a paged cache's rows, which are
-// not equally spaced, be gathered the same way as a contiguous tensor's.
+// not equally spaced, be gathered the same way as a contiguous tensor's; every thread calls it for every one
+// of its chunks, outside any branch, so that it may shuffle (the decode kernel's paged rows come that way).
 template <int Rows, class T, int Threads, class RowBase>
 FAPROBE_DEVICE void load_rows(std::size_t shared_offset, GlobalSpan<const std::uint16_t> source, RowBase row_base,
                               int valid_rows, unsigned thread) {
@@ -34,8 +35,9 @@ FAPROBE_DEVICE void load_rows(std::size_t shared_offset, GlobalSpan<const std::u
     const int row = chunk / chunks_per_row;
     const int col = chunk % chunks_per_row * 8;
     const std::size_t destination = shared_offset + (std::size_t{static_cast<unsigned>(row)} * T::row_stride + col) * 2;
+    const std::size_t base = row_base(row);
     if (row < valid_rows) {
-      isa::cp_async_16(destination, source, row_base(row) + static_cast<unsigned>(col));
+      isa::cp_async_16(destination, source, base + static_cast<unsigned>(col));
     } else {
       isa::shared_array<isa::Words4>(destination, 1)[0] = isa::Words4{};
     }

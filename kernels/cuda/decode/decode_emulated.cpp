@@ -32,6 +32,14 @@ Params make_params(const AttentionArgs& args) {
   require(args.splits >= 1 && args.splits <= 65535, fmt::format("splits must be 1 to 65535, got {}", args.splits));
   require(args.block_table == nullptr || (args.page_size > 0 && args.pages_per_seq > 0),
           "a block table needs page_size and pages_per_seq");
+  // The kernel finds a key's page by shifts and masks, and gathers rows through 32-bit storage row numbers.
+  require(args.block_table == nullptr || (args.page_size & (args.page_size - 1)) == 0,
+          fmt::format("the page size must be a power of two, got {}", args.page_size));
+  require(args.block_table == nullptr || args.page_size <= (std::int64_t{1} << 20),
+          fmt::format("the page size must be at most 2^20 keys, got {}", args.page_size));
+  const std::int64_t kv_rows = args.kv_rows != 0 ? args.kv_rows : args.batch * args.seq_k;
+  require(kv_rows <= std::numeric_limits<std::int32_t>::max(),
+          fmt::format("K and V must have at most 2^31 - 1 rows, got {}", kv_rows));
   require(args.splits == 1 || args.workspace != nullptr, "split-K needs a workspace (decode_workspace_bytes)");
   Params p;
   static_cast<AttentionParams&>(p) = make_attention_params("decode", args);
@@ -48,6 +56,7 @@ Params make_params(const AttentionArgs& args) {
                                                    "block_table");
     p.page_size = static_cast<int>(args.page_size);
     p.pages_per_seq = static_cast<int>(args.pages_per_seq);
+    while ((1 << p.log2_page_size) < p.page_size) ++p.log2_page_size;
   }
   p.splits = static_cast<int>(args.splits);
   if (args.splits > 1) {

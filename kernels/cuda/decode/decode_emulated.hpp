@@ -20,7 +20,8 @@ inline emu::Dim3 attend_grid(const Params& p) {
           static_cast<unsigned>(p.batch)};
 }
 
-// Runs both kernels under the emulator on host memory, with kDefect planted.
+// Runs both kernels (the attention kernel for the layout, contiguous or paged) under the emulator on host
+// memory, with kDefect planted.
 template <Defect kDefect>
 void forward_emulated(const AttentionArgs& args) {
   const Params params = make_params(args);
@@ -32,7 +33,11 @@ void forward_emulated(const AttentionArgs& args) {
     attend.grid = attend_grid(params);
     attend.block.x = T::threads;
     attend.shared_bytes = T::shared_bytes;
-    emu::launch(attend, [&] { attend_body<typename I::Element, I::head_dim, kDefect>(params); });
+    if (params.block_table.size() != 0) {
+      emu::launch(attend, [&] { attend_body<typename I::Element, I::head_dim, /*kPaged=*/true, kDefect>(params); });
+    } else {
+      emu::launch(attend, [&] { attend_body<typename I::Element, I::head_dim, /*kPaged=*/false, kDefect>(params); });
+    }
     if (params.splits == 1) return;
     emu::LaunchConfig combine;
     combine.kernel_name = instantiation_name("decode_combine", args.dtype, args.head_dim);

@@ -1,12 +1,16 @@
-// cuda.decode for fp16 with head_dim 64: the __global__ wrappers of the attention and combine kernel
-// bodies (decode.cuh), their launch and the attention kernel's occupancy. One small file per (dtype,
+// cuda.decode for fp16 with head_dim 64: the __global__ wrappers of the attention (contiguous and paged) and
+// combine kernel bodies (decode.cuh), their launch and the attention kernels' occupancy. One small file per (dtype,
 // head_dim) so that the instantiations compile in parallel.
 #include "cuda/decode/decode_gpu.hpp"
 
 namespace faprobe::cuda::decode {
 
 __global__ void __launch_bounds__(Traits<64>::threads, Traits<64>::min_ctas_per_sm) decode_fp16_hdim64(Params params) {
-  attend_body<isa::Half, 64>(params);
+  attend_body<isa::Half, 64, /*kPaged=*/false>(params);
+}
+
+__global__ void __launch_bounds__(Traits<64>::threads, Traits<64>::min_ctas_per_sm) decode_paged_fp16_hdim64(Params params) {
+  attend_body<isa::Half, 64, /*kPaged=*/true>(params);
 }
 
 __global__ void __launch_bounds__(combine_threads) decode_combine_fp16_hdim64(Params params) {
@@ -15,12 +19,13 @@ __global__ void __launch_bounds__(combine_threads) decode_combine_fp16_hdim64(Pa
 
 template <>
 void launch<isa::Half, 64>(const Params& params, void* stream) {
-  launch_kernels<decode_fp16_hdim64, decode_combine_fp16_hdim64, 64>("decode_fp16_hdim64", "decode_combine_fp16_hdim64", params, stream);
+  launch_kernels<decode_fp16_hdim64, decode_paged_fp16_hdim64, decode_combine_fp16_hdim64, 64>(
+      "decode_fp16_hdim64", "decode_paged_fp16_hdim64", "decode_combine_fp16_hdim64", params, stream);
 }
 
 template <>
 int occupancy<isa::Half, 64>() {
-  return kernel_occupancy<decode_fp16_hdim64, 64>();
+  return kernels_occupancy<decode_fp16_hdim64, decode_paged_fp16_hdim64, 64>();
 }
 
 }  // namespace faprobe::cuda::decode

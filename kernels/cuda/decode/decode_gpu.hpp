@@ -15,7 +15,8 @@ namespace faprobe::cuda::decode {
 // Launches the attention kernel (and, with params.splits > 1, the combine kernel) on the cudaStream_t
 // stream (as void*); throws gpu::CudaError on a failed launch, std::invalid_argument without an instantiation.
 void forward_gpu(const Params& params, ElementType element, int head_dim, void* stream);
-// Resident attention CTAs per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
+// Resident attention CTAs per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor), the fewer of the contiguous
+// and the paged kernel.
 int ctas_per_sm_gpu(ElementType element, int head_dim);
 
 // One pair per instantiation file.
@@ -41,20 +42,25 @@ struct CombineShape {
   static constexpr std::size_t shared_bytes = 0;
 };
 
-// The launches and the occupancy query of one instantiation's two kernels.
-template <auto Attend, auto Combine, int HeadDim>
-void launch_kernels(const char* attend_name, const char* combine_name, const Params& params, void* stream) {
+// The launches and the occupancy query of one instantiation's kernels: the attention kernel for the layout
+// (Attend for a contiguous cache, AttendPaged for a paged one), then the combine kernel when split.
+template <auto Attend, auto AttendPaged, auto Combine, int HeadDim>
+void launch_kernels(const char* attend_name, const char* paged_name, const char* combine_name, const Params& params,
+                    void* stream) {
   using T = Traits<HeadDim>;
-  cuda::launch_kernel<Attend, T>(attend_name, params,
-                                 dim3(static_cast<unsigned>(params.splits),
-                                      static_cast<unsigned>(params.kv_heads * params.head_chunks),
-                                      static_cast<unsigned>(params.batch)),
-                                 stream);
+  const dim3 grid(static_cast<unsigned>(params.splits), static_cast<unsigned>(params.kv_heads * params.head_chunks),
+                  static_cast<unsigned>(params.batch));
+  if (params.block_table.size() != 0) {
+    cuda::launch_kernel<AttendPaged, T>(paged_name, params, grid, stream);
+  } else {
+    cuda::launch_kernel<Attend, T>(attend_name, params, grid, stream);
+  }
   if (params.splits == 1) return;
   cuda::launch_kernel<Combine, CombineShape>(
       combine_name, params, dim3(static_cast<unsigned>(params.heads), static_cast<unsigned>(params.batch)), stream);
 }
 
+// Resident CTAs per SM of one attention kernel.
 template <auto Attend, int HeadDim>
 int kernel_occupancy() {
   using T = Traits<HeadDim>;
@@ -66,6 +72,14 @@ int kernel_occupancy() {
   int ctas = 0;
   FAPROBE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, Attend, T::threads, T::shared_bytes));
   return ctas;
+}
+
+// The fewer of the contiguous and the paged kernel's (the same shared memory; their registers may differ).
+template <auto Attend, auto AttendPaged, int HeadDim>
+int kernels_occupancy() {
+  const int contiguous = kernel_occupancy<Attend, HeadDim>();
+  const int paged = kernel_occupancy<AttendPaged, HeadDim>();
+  return contiguous < paged ? contiguous : paged;
 }
 #endif
 

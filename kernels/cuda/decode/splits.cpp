@@ -2,29 +2,44 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 namespace faprobe::cuda::decode {
+namespace {
+
+std::int64_t key_blocks(const SplitInputs& in) {
+  const std::int64_t block_k = std::max(1, in.block_k);
+  return std::max<std::int64_t>(1, (in.longest_keys + block_k - 1) / block_k);
+}
+
+}  // namespace
+
+int most_splits(const SplitInputs& in) {
+  const std::int64_t by_keys = in.longest_keys / std::max(1, in.min_split_keys);
+  return int(std::clamp<std::int64_t>(std::min(by_keys, key_blocks(in)), 1, kMaxHeuristicSplits));
+}
+
+double slot_fill(const SplitInputs& in, int splits) {
+  const double slots = double(std::max(1, in.sms)) * double(std::max(1, in.ctas_per_sm));
+  const double waves = double(std::max<std::int64_t>(1, in.ctas)) * splits / slots;
+  return waves / std::ceil(waves);
+}
+
+bool splits_all_work(const SplitInputs& in, int splits) {
+  const std::int64_t blocks = key_blocks(in);
+  const std::int64_t per_split = (blocks + splits - 1) / splits;
+  return (splits - 1) * per_split < blocks;
+}
 
 int choose_splits(const SplitInputs& in) {
-  const double slots = double(std::max(1, in.sms)) * double(std::max(1, in.ctas_per_sm));
-  if (double(in.ctas) >= 0.8 * slots) return 1;
-  const std::int64_t blocks = (in.longest_keys + in.min_split_keys - 1) / in.min_split_keys;
-  const int most = int(std::clamp<std::int64_t>(blocks, 1, kMaxHeuristicSplits));
-  auto blocks_per_split = [&](int splits) { return (blocks + splits - 1) / splits; };
-  auto eligible = [&](int splits) { return splits == 1 || blocks_per_split(splits) != blocks_per_split(splits - 1); };
-  std::vector<double> efficiency(std::size_t(most) + 1, 0.0);
-  double best = 0.0;
+  const int most = most_splits(in);
+  int best = 1;
   for (int splits = 1; splits <= most; ++splits) {
-    if (!eligible(splits)) continue;
-    const double waves = double(in.ctas) * splits / slots;
-    efficiency[std::size_t(splits)] = waves / std::ceil(waves);
-    best = std::max(best, efficiency[std::size_t(splits)]);
+    if (!splits_all_work(in, splits)) continue;
+    const double fill = slot_fill(in, splits);
+    if (fill >= kTargetFill) return splits;
+    if (fill > slot_fill(in, best)) best = splits;
   }
-  for (int splits = 1; splits <= most; ++splits) {
-    if (eligible(splits) && efficiency[std::size_t(splits)] >= 0.85 * best) return splits;
-  }
-  return 1;
+  return best;
 }
 
 }  // namespace faprobe::cuda::decode
