@@ -8,7 +8,8 @@
 #   libraries   finds libcublas.so.13 (ldconfig, /usr/local/cuda, pip's nvidia wheels), checks ldd
 #   list        faprobe list --json; the CUDA implementations are the cuda.* names it reports
 #   probes      faprobe probes: each instruction probe on the GPU against the emulator, bit for bit
-#   verify      faprobe verify --config configs/gpu-verify.json, once per implementation
+#   verify      faprobe verify --config configs/gpu-verify.json, once per implementation: the GPU CI gate,
+#               whose line ("GPU CI gate: passed" or "failed", with the exit status) heads summary.md
 #   sweep       configs/fa2-vs-fa1.json (right after verify: cuda.fa1 and cuda.fa2 in one process), then
 #               configs/fa3-vs-fa2.json (cuda.fa2, cuda.fa3 and cuda.cudnn in one process), followed by its
 #               peer (PyTorch's cuDNN backend on the same cases) and plots (TFLOP/s), then

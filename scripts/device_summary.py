@@ -4,7 +4,9 @@
 Usage: scripts/device_summary.py WORKDIR    (the directory device-check.sh packs: steps.tsv, env/, ...)
 
 Reads whatever exists (a step that did not run leaves its section out): the GPU from nvidia-smi, the
-outcome of every step, verify's counts and mismatches, the NumPy check of the saved outputs, the best
+outcome of every step, the GPU CI gate (a line at the top: "GPU CI gate: passed" or "failed", with its exit
+status; per implementation, its verify step's exit status and its pass, mismatch, failed, skipped and
+unsupported counts), verify's mismatches, the NumPy check of the saved outputs, the best
 TFLOP/s per implementation at the largest sequence length of configs/h200-quick.json (faprobe's CUDA
 implementations and PyTorch's SDPA backends), the kernels' targets as ratios measured in the same run
 (cuda.fa2 against PyTorch's flash backend and against cuda.fa1; cuda.fa3 against PyTorch's cuDNN backend and
@@ -17,6 +19,7 @@ import csv
 import glob
 import json
 import os
+import re
 import sys
 
 STATUSES = ("ok", "mismatch", "failed", "skipped", "unsupported")
@@ -149,17 +152,95 @@ def counts(recs):
     return by_impl
 
 
+# ---------------------------------------------------------------------------------------------------------
+# The GPU CI gate: `faprobe verify --config configs/gpu-verify.json`, one step (verify.IMPL) per implementation
+
+VERIFY_STEP = "verify."
+
+
+def exit_status(status):
+    """A step's exit status read from its status in steps.tsv (scripts/device_steps.sh): 0 for "pass" (also
+    "pass, but ..."), N for "FAIL (exit N)" and "FAIL: cannot run (exit N)", 124 for "TIMEOUT after Ns"; None
+    for a step that did not run to its end (skipped, interrupted)."""
+    if status.startswith("pass"):
+        return 0
+    found = re.search(r"\(exit (\d+)\)", status)
+    if found:
+        return int(found.group(1))
+    return 124 if status.startswith("TIMEOUT") else None
+
+
+def gate(work):
+    """The gate over the verify steps and their records: (passed, exit status, rows, reasons).
+
+    An implementation passes when its verify step exited 0 and its records hold at least one pass (status ok)
+    and no mismatch or failure; skipped and unsupported pairs are verify's to refuse, on any machine. The
+    gate passes when every implementation of the run passes: those in implementations.txt (what the run
+    checks), else those with a verify step or a record. Its exit status is 0 when it passes, else the largest
+    of the implementations' (1 for one whose step exited 0 with records that did not pass)."""
+    recs = records(os.path.join(work, "verify", "verify.jsonl"))
+    by_impl = counts(recs)
+    steps_of = {}
+    for row in csv.reader(read(os.path.join(work, "steps.tsv")).splitlines()[1:], delimiter="\t"):
+        if len(row) > 1 and row[0].startswith(VERIFY_STEP):
+            steps_of[row[0][len(VERIFY_STEP):]] = row[1]  # the last of a name wins
+    listed = [line.strip() for line in read(os.path.join(work, "implementations.txt")).splitlines() if line.strip()]
+    impls = list(dict.fromkeys(listed + list(steps_of) + list(by_impl)))
+    rows, reasons, codes = [], [], []
+    for impl in impls:
+        count = by_impl.get(impl, dict.fromkeys(STATUSES, 0))
+        status = steps_of.get(impl)
+        code = exit_status(status) if status is not None else None
+        why = []
+        if status is None:
+            why.append("verify has not run")
+        elif code is None:
+            why.append(f"verify {status}")
+        elif code != 0:
+            why.append(f"exit {code}")
+        why += [f"{count[name]} {name}" for name in ("mismatch", "failed") if count[name]]
+        if code == 0 and count["ok"] == 0:
+            why.append("no case checked")
+        passed = not why
+        codes.append(0 if passed else code if code else 1)
+        rows.append([impl, "-" if code is None else str(code), count["ok"], count["mismatch"], count["failed"],
+                     count["skipped"], count["unsupported"], "passed" if passed else "**failed**"])
+        if not passed:
+            reasons.append(f"{impl}: {', '.join(why)}")
+    if not impls:
+        reasons.append("no implementation was verified")
+        codes.append(1)
+    passed = not reasons
+    return passed, max(codes) if not passed else 0, rows, reasons
+
+
+def gate_line(work):
+    passed, code, rows, reasons = gate(work)
+    command = "`faprobe verify --config configs/gpu-verify.json`"
+    if passed:
+        total = {name: sum(row[column] for row in rows) for column, name in ((2, "pass"), (5, "skipped"))}
+        return (f"**GPU CI gate: passed** (exit status 0): {command} passed for each of the {len(rows)} "
+                f"implementations ({total['pass']} pass, 0 mismatch, 0 failed, {total['skipped']} skipped).")
+    shown = "; ".join(reasons[:8]) + (f"; and {len(reasons) - 8} more" if len(reasons) > 8 else "")
+    return f"**GPU CI gate: failed** (exit status {code}): {command} did not pass: {shown}."
+
+
 def verify(work):
     recs = records(os.path.join(work, "verify", "verify.jsonl"))
-    if not recs:
+    _, _, rows, _ = gate(work)
+    if not rows:
         return []
-    out = ["## Verify (configs/gpu-verify.json)", ""]
-    out += table(("impl",) + STATUSES, [(impl,) + tuple(c[s] for s in STATUSES) for impl, c in counts(recs).items()])
+    out = ["## Verify (configs/gpu-verify.json): the GPU CI gate", ""]
+    out += table(("impl", "exit status", "pass", "mismatch", "failed", "skipped", "unsupported", "gate"), rows)
+    out += ["", "One `faprobe verify` per implementation (steps verify.IMPL); pass: records checked and matching "
+                "the float64 reference (status ok). An implementation passes the gate when its verify exited 0 "
+                "with at least one pass and no mismatch or failure; the gate (the line at the top) when every "
+                "implementation does."]
     bad = [r for r in recs if r["status"] in ("mismatch", "failed")]
     if bad:
         out += ["", f"{len(bad)} mismatched or failed (first 12):"]
         out += [f"- {r['impl']} {label(r['case'])}: {r['status']}, {r.get('reason', '')[:160]}" for r in bad[:12]]
-    if all(c["ok"] == 0 for c in counts(recs).values()):
+    if recs and all(c["ok"] == 0 for c in counts(recs).values()):
         out += ["", "**No case ran** (every record is unsupported or skipped: no GPU, or a CPU-only build)."]
     return out + [""]
 
@@ -616,7 +697,12 @@ def main(argv):
         return 2
     work = argv[0]
     gpu = next(iter(csv.reader(read(os.path.join(work, "env", "nvidia-smi.csv")).splitlines()[1:2])), ["no GPU"])
-    out = [f"# faprobe device check: {gpu[0]}", ""] + machine(work) + ["", "## Steps", ""] + steps(work) + [""]
+    try:
+        headline = [gate_line(work), ""]
+    except Exception as error:  # as for the sections below
+        headline = [f"(GPU CI gate: could not summarize: {type(error).__name__}: {error})", ""]
+    out = ([f"# faprobe device check: {gpu[0]}", ""] + machine(work) + [""] + headline + ["## Steps", ""]
+           + steps(work) + [""])
     for section in (probes, verify, saved, throughput, targets, fa3_sweep, decode_sweep, seed_table, peers):
         try:
             out += section(work)

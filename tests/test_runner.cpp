@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cuda/runtime/gpu.hpp"
 #include "harness/interleave.hpp"
 #include "harness/measure.hpp"
 #include "harness/progress.hpp"
@@ -102,6 +103,41 @@ TEST(Runner, EmulatedRecordHasNoBandwidthFraction) {
   ASSERT_EQ(record.status, Status::ok) << record.reason;
   EXPECT_FALSE(record.time.has_value());
   EXPECT_FALSE(record.bandwidth_fraction.has_value());
+}
+
+// GPU timing's details (kernels/cuda/runtime/gpu.hpp, "Timing") belong to GPU records alone: an emulated
+// implementation is never timed, and its record says nothing of holds or flushes.
+TEST(Runner, EmulatedRecordSaysNothingOfGpuTiming) {
+  const Record record = run_tiny("emu.naive", RunOptions{});
+  ASSERT_EQ(record.status, Status::ok) << record.reason;
+  for (const char* key : {"timing", "hold_timeouts", "l2_flushed"})
+    EXPECT_FALSE(record.details.contains(key)) << key << " in " << record.details.dump();
+}
+
+// On a GPU: a timed cuda.* record says that its samples were held by the blocking kernel, none timed out, and
+// whether L2 was flushed; a verify record (nothing timed) says only the flush setting.
+TEST(Runner, TimedGpuRecordSaysItsSamplesWereHeldByTheBlockingKernel) {
+  if (gpu::devices().empty()) GTEST_SKIP() << "no GPU: " << gpu::no_device_reason();
+  for (const bool flush : {true, false}) {
+    Plan plan = tiny_plan("cuda.naive");  // cuBLAS's GEMMs and a softmax kernel: several launches per call
+    plan.measure.flush_l2 = flush;
+    std::ostringstream table;
+    const RunSummary summary = run_plan(plan, RunOptions{}, table);
+    ASSERT_EQ(summary.records.size(), 1u);
+    const Record& record = summary.records.front();
+    if (record.status == Status::unsupported) GTEST_SKIP() << record.reason;
+    ASSERT_EQ(record.status, Status::ok) << record.reason;
+    ASSERT_TRUE(record.time.has_value());
+    EXPECT_EQ(record.details.value("timing", ""), "blocking-kernel") << record.details.dump();
+    EXPECT_EQ(record.details.value("hold_timeouts", -1), 0) << record.details.dump();
+    EXPECT_EQ(record.details.value("l2_flushed", !flush), flush) << record.details.dump();
+  }
+  RunOptions verify_only;
+  verify_only.timing = false;
+  const Record checked = run_tiny("cuda.naive", verify_only);
+  ASSERT_EQ(checked.status, Status::ok) << checked.reason;
+  EXPECT_FALSE(checked.details.contains("timing")) << checked.details.dump();
+  EXPECT_TRUE(checked.details.contains("l2_flushed")) << checked.details.dump();
 }
 
 // --- --interleave ---

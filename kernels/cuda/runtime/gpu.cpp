@@ -13,9 +13,12 @@
 // what is in use now. The workspace part is counted here, by DeviceBuffer, in a MemoryTracker.
 //
 // Timing: cudaEventRecord before and after the work on faprobe's stream and cudaEventElapsedTime between
-// them (resolution about 0.5 us, CUDA Runtime API "Event Management"). The L2 flush is a cudaMemsetAsync of
-// a buffer twice the L2's size, issued before the start event so that it is not timed; the buffer comes
-// from cudaMalloc, outside the pool, so it never counts as a case's memory.
+// them (resolution about 0.5 us, CUDA Runtime API "Event Management"), the whole sample enqueued behind the
+// blocking kernel of stream_hold.hpp and released once it is, so that the host's launch gaps are not timed.
+// The L2 flush is a cudaMemsetAsync of a buffer twice the L2's size, issued before the start event so that
+// it is not timed; the buffer comes from cudaMalloc, outside the pool, so it never counts as a case's
+// memory. The hold's flag is pinned host memory mapped into the device (cudaHostAlloc, cudaHostAllocMapped),
+// allocated once.
 //
 // Rates: the same events time a device-to-device cudaMemcpyAsync and a cublasGemmEx on faprobe's stream,
 // each the shortest of its repetitions. Their buffers come from cudaMalloc and go back with cudaFree before
@@ -29,11 +32,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "cuda/runtime/stream_hold.hpp"
 
 namespace faprobe::gpu {
 namespace {
@@ -60,8 +66,10 @@ struct Runtime {
   cudaMemPool_t pool = nullptr;
   cublasHandle_t cublas = nullptr;  // created by cublas_handle()
   cudaEvent_t start = nullptr, stop = nullptr;  // created by the first time_on_stream()
-  void* flush_buffer = nullptr;  // 2x L2, cudaMalloc'ed by the first time_on_stream(flush_l2 = true)
+  void* flush_buffer = nullptr;  // 2x L2, cudaMalloc'ed by the first sample that flushes
   std::size_t flush_bytes = 0;
+  HoldFlags* hold_host = nullptr;    // mapped pinned memory, cudaHostAlloc'ed by the first held sample ...
+  HoldFlags* hold_device = nullptr;  // ... and its address on the device
   MemoryTracker tracked;  // every DeviceBuffer; only its workspace part is reported (the pool gives the peak)
 
   Runtime() {
@@ -318,29 +326,111 @@ std::size_t cublas_workspace_bytes() {
 
 // --- Timing ---
 
-double time_on_stream(const std::function<void()>& work, bool flush_l2) {
+namespace {
+
+void create_events(Runtime& rt) {
+  if (rt.start != nullptr) return;
+  FAPROBE_CUDA_CHECK(cudaEventCreate(&rt.start));
+  FAPROBE_CUDA_CHECK(cudaEventCreate(&rt.stop));
+}
+
+void create_flush_buffer(Runtime& rt) {
+  if (rt.flush_buffer != nullptr) return;
+  const int l2_bytes = device_attribute(cudaDevAttrL2CacheSize, kDevice);
+  rt.flush_bytes = 2 * std::size_t(l2_bytes > 0 ? l2_bytes : 1 << 20);
+  FAPROBE_CUDA_CHECK(cudaMalloc(&rt.flush_buffer, rt.flush_bytes));
+}
+
+HoldFlags& hold_flags(Runtime& rt) {
+  if (rt.hold_host == nullptr) {
+    void* host = nullptr;
+    FAPROBE_CUDA_CHECK(cudaHostAlloc(&host, sizeof(HoldFlags), cudaHostAllocMapped));
+    void* device = nullptr;
+    FAPROBE_CUDA_CHECK(cudaHostGetDevicePointer(&device, host, 0));
+    rt.hold_host = static_cast<HoldFlags*>(host);
+    rt.hold_device = static_cast<HoldFlags*>(device);
+  }
+  return *rt.hold_host;
+}
+
+// A held stream released on every way out of a sample: an exception thrown while the sample is enqueued
+// (a failed launch, work() throwing) must not leave the blocking kernel spinning until its timeout.
+class HoldGuard {
+ public:
+  explicit HoldGuard(cudaStream_t stream) : stream_(stream) {}
+  ~HoldGuard() {
+    if (flags_ == nullptr) return;
+    release(*flags_);
+    (void)cudaStreamSynchronize(stream_);  // the next sample arms the flags only once this kernel is gone
+  }
+  HoldGuard(const HoldGuard&) = delete;
+  HoldGuard& operator=(const HoldGuard&) = delete;
+  void held(HoldFlags& flags) { flags_ = &flags; }
+  void released() { flags_ = nullptr; }
+
+ private:
+  cudaStream_t stream_;
+  HoldFlags* flags_ = nullptr;  // while the stream is held
+};
+
+// CUDA_LAUNCH_BLOCKING=1 makes every launch return only once the kernel has finished: the blocking kernel's
+// own launch would wait for the release that the host can then never give, and time out each sample.
+bool launches_are_synchronous() {
+  static const bool synchronous = [] {
+    const char* setting = std::getenv("CUDA_LAUNCH_BLOCKING");
+    return setting != nullptr && std::strcmp(setting, "1") == 0;
+  }();
+  return synchronous;
+}
+
+}  // namespace
+
+GpuSample time_plan(const std::vector<SampleStep>& plan, const std::function<void()>& work) {
   Runtime& rt = runtime();
-  if (rt.start == nullptr) {
-    FAPROBE_CUDA_CHECK(cudaEventCreate(&rt.start));
-    FAPROBE_CUDA_CHECK(cudaEventCreate(&rt.stop));
-  }
-  if (flush_l2) {
-    if (rt.flush_buffer == nullptr) {
-      const int l2_bytes = device_attribute(cudaDevAttrL2CacheSize, kDevice);
-      rt.flush_bytes = 2 * std::size_t(l2_bytes > 0 ? l2_bytes : 1 << 20);
-      FAPROBE_CUDA_CHECK(cudaMalloc(&rt.flush_buffer, rt.flush_bytes));
+  // Everything allocated before the stream is held: cudaMalloc and cudaHostAlloc may wait for the device
+  // (CUDA Programming Guide, "Implicit Synchronization"), which a held stream keeps busy.
+  create_events(rt);
+  if (std::find(plan.begin(), plan.end(), SampleStep::flush_l2) != plan.end()) create_flush_buffer(rt);
+  if (std::find(plan.begin(), plan.end(), SampleStep::hold) != plan.end()) (void)hold_flags(rt);
+  GpuSample sample;
+  HoldGuard guard(rt.stream);
+  for (const SampleStep step : plan) {
+    switch (step) {
+      case SampleStep::hold: {
+        HoldFlags& flags = hold_flags(rt);
+        arm(flags);
+        guard.held(flags);
+        launch_hold_kernel(rt.hold_device, kHoldTimeoutNs, rt.stream);
+        sample.held = true;
+        break;
+      }
+      case SampleStep::flush_l2:  // writing 2x L2 of other data evicts everything the last sample left there
+        FAPROBE_CUDA_CHECK(cudaMemsetAsync(rt.flush_buffer, 0, rt.flush_bytes, rt.stream));
+        break;
+      case SampleStep::start: FAPROBE_CUDA_CHECK(cudaEventRecord(rt.start, rt.stream)); break;
+      case SampleStep::work:
+        work();
+        check_launch("the timed work", __FILE__, __LINE__);
+        break;
+      case SampleStep::stop: FAPROBE_CUDA_CHECK(cudaEventRecord(rt.stop, rt.stream)); break;
+      case SampleStep::release:
+        if (sample.held) release(hold_flags(rt));
+        guard.released();
+        break;
+      case SampleStep::wait: FAPROBE_CUDA_CHECK(cudaStreamSynchronize(rt.stream)); break;
     }
-    // Writing 2x L2 of other data evicts everything the previous sample left in L2.
-    FAPROBE_CUDA_CHECK(cudaMemsetAsync(rt.flush_buffer, 0, rt.flush_bytes, rt.stream));
   }
-  FAPROBE_CUDA_CHECK(cudaEventRecord(rt.start, rt.stream));
-  work();
-  check_launch("the timed work", __FILE__, __LINE__);
-  FAPROBE_CUDA_CHECK(cudaEventRecord(rt.stop, rt.stream));
-  FAPROBE_CUDA_CHECK(cudaEventSynchronize(rt.stop));
   float milliseconds = 0.0f;
   FAPROBE_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, rt.start, rt.stop));
-  return double(milliseconds) * 1e-3;
+  sample.seconds = double(milliseconds) * 1e-3;
+  // Written by the kernel into mapped memory before it returned, and the stream has been waited for.
+  sample.hold_timed_out = sample.held && static_cast<volatile HoldFlags*>(rt.hold_host)->timed_out != 0;
+  return sample;
+}
+
+GpuSample time_on_stream(const std::function<void()>& work, bool flush_l2, Hold hold) {
+  if (launches_are_synchronous()) hold = Hold::none;
+  return time_plan(sample_plan(flush_l2, hold), work);
 }
 
 // --- Rates ---
@@ -382,7 +472,7 @@ double shortest_seconds(const std::function<void()>& work, double budget_s, cons
        (repetition < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < budget_s) &&
        !(stop && stop());
        ++repetition) {
-    shortest = std::min(shortest, time_on_stream(work, /*flush_l2=*/false));
+    shortest = std::min(shortest, time_on_stream(work, /*flush_l2=*/false).seconds);
   }
   return shortest;
 }

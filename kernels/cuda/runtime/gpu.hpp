@@ -10,8 +10,10 @@
 //   threshold; every faprobe device buffer (inputs, outputs, scores, workspaces, cuBLAS's workspace) comes
 //   from it. reset_peaks() sets the pool's used-memory high-water mark to what is allocated now; counters()
 //   reads it back, plus the workspace part counted by faprobe itself.
-// - Timing: CUDA events around the work on faprobe's stream, the L2 cache flushed before each sample by
-//   writing a buffer twice the L2's size (outside the pool, so it never counts as a case's memory).
+// - Timing: CUDA events around the work on faprobe's stream, the whole sample enqueued behind a blocking
+//   kernel that the host releases once it is (no launch gap of the host's is timed), the L2 cache flushed
+//   before the start event by writing a buffer twice the L2's size (outside the pool, so it never counts as
+//   a case's memory).
 // - Rates: the device's copy bandwidth and bf16 GEMM rate (measure_gpu_rates), the ceilings that records
 //   are read against.
 // - NVTX ranges named after implementation and case, so a profile shows which case a kernel belongs to.
@@ -99,9 +101,55 @@ void set_cublas_workspace(void* data, std::size_t bytes);
 // "cublasSetWorkspace" recommendations).
 std::size_t cublas_workspace_bytes();
 
-// Seconds that work() takes on faprobe's stream, between two CUDA events; with flush_l2 the L2 is
-// flushed first, outside the timed interval. Checks for launch errors after work().
-double time_on_stream(const std::function<void()>& work, bool flush_l2);
+// --- Timing ---
+//
+// One sample is a plan of steps, run in order by time_plan. sample_plan gives the plan every sample uses
+// (nvbench's "cold" measurement): hold the stream with the blocking kernel (stream_hold.hpp), enqueue the L2
+// flush, the start event, the work's kernels and the stop event behind it, release it from the host, wait.
+// The stream then runs the flush, the events and the kernels back to back, so the time between the events is
+// the device's alone, with none of the host's launch latency in it. Without a hold (Hold::none, or launches
+// made synchronous by CUDA_LAUNCH_BLOCKING=1, under which a held stream could only time out) the start
+// event fires as soon as the stream reaches it and every launch after it is paced by the host.
+enum class SampleStep {
+  hold,      // launch the blocking kernel (the flag armed first)
+  flush_l2,  // cudaMemsetAsync of twice the L2's size, evicting what the previous sample left
+  start,     // cudaEventRecord(start)
+  work,      // the caller's work(): its kernels, on faprobe's stream
+  stop,      // cudaEventRecord(stop)
+  release,   // the host sets the flag: the blocking kernel returns
+  wait,      // cudaStreamSynchronize
+};
+enum class Hold { none, blocking_kernel };
+std::vector<SampleStep> sample_plan(bool flush_l2, Hold hold);
+const char* step_name(SampleStep step);
+
+// One sample's time and how it was taken.
+struct GpuSample {
+  double seconds = 0;
+  bool held = false;            // enqueued behind the blocking kernel
+  bool hold_timed_out = false;  // the blocking kernel stopped waiting before the host released it
+};
+
+// Runs `plan` (a plan with a hold is always released, also when work() throws) and returns the time between
+// its events. The time is only as good as the plan: tests run planted plans through it.
+GpuSample time_plan(const std::vector<SampleStep>& plan, const std::function<void()>& work);
+// The time that work() takes on faprobe's stream: time_plan(sample_plan(flush_l2, hold)), without the hold
+// where launches are synchronous. Checks for launch errors after work(). A kernel's first launch may load
+// its module (CUDA_MODULE_LOADING=LAZY, the default), and loading may wait for the device to be idle, which
+// a held stream is not until the host releases it: run new work once unheld (or untimed) first. For the
+// same reason work() must only enqueue: a call that waits for the device (cudaMalloc, a synchronize) would
+// wait for the hold's timeout, and the sample would say so (hold_timed_out).
+GpuSample time_on_stream(const std::function<void()>& work, bool flush_l2, Hold hold = Hold::blocking_kernel);
+
+// A case's timed runs (every run after its first: warm-ups and samples), counted for its record:
+// details.timing ("blocking-kernel": every one held; "events": none; "mixed"), details.hold_timeouts (held
+// runs whose blocking kernel timed out) and details.l2_flushed. Nothing but l2_flushed before the first
+// (a verify run times nothing).
+struct SampleTally {
+  int held = 0, unheld = 0, hold_timeouts = 0;
+  void add(const GpuSample& sample);
+  void write_details(nlohmann::json& details, bool flush_l2) const;
+};
 
 // Device 0's ceilings, against which GPU results are read (faprobe calibrate; a timed run with cuda.*
 // measures them once, in the parent process). Each rate is the best of its repetitions (a ceiling).

@@ -43,7 +43,8 @@ void* cublas_handle() { unavailable(); }
 void set_cublas_workspace(void*, std::size_t) { unavailable(); }
 std::size_t cublas_workspace_bytes() { unavailable(); }
 
-double time_on_stream(const std::function<void()>&, bool) { unavailable(); }
+GpuSample time_plan(const std::vector<SampleStep>&, const std::function<void()>&) { unavailable(); }
+GpuSample time_on_stream(const std::function<void()>&, bool, Hold) { unavailable(); }
 GpuRates measure_gpu_rates(double, const std::function<bool()>&) { unavailable(); }
 
 NvtxRange::NvtxRange(const std::string&) { unavailable(); }
