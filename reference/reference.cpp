@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "model/fp8.hpp"
+#include "model/fp8_accumulation.hpp"
 
 namespace faprobe {
 
@@ -127,9 +128,14 @@ Eigen::VectorXd HeadReference::output_row(const InputSource& inputs, std::int64_
 
 Eigen::VectorXf HeadReference::plain_scores(const Eigen::VectorXf& query, std::int64_t visible) const {
   Eigen::VectorXf scores(visible);
+  const std::size_t head_dim = std::size_t(case_.head_dim);
   for (std::int64_t j = 0; j < visible; ++j) {
     float dot = 0.0f;
-    for (std::int64_t c = 0; c < case_.head_dim; ++c) dot += keys_fp32_(c, j) * query(c);
+    if (case_.dtype == DType::fp8_e4m3) {  // e4m3 products added as Hopper's tensor core adds them
+      dot = hopper_e4m3_dot(&keys_fp32_(0, j), 1, query.data(), 1, head_dim);
+    } else {
+      for (std::int64_t c = 0; c < case_.head_dim; ++c) dot += keys_fp32_(c, j) * query(c);
+    }
     scores(j) = dot * float(case_.scale());
   }
   return scores;
@@ -179,9 +185,13 @@ Eigen::VectorXd HeadReference::plain_fp8_row(const Eigen::VectorXf& scores) cons
   const std::int64_t visible = scores.size();
   const Eigen::ArrayXf weights = (scores.array() - scores.maxCoeff()).exp();
   const float row_sum = weights.sum();
-  Eigen::VectorXf accumulated = Eigen::VectorXf::Zero(case_.head_dim);
-  for (std::int64_t j = 0; j < visible; ++j) {
-    accumulated += e4m3_to_float(float_to_e4m3(weights(j))) * values_fp32_.col(j);
+  Eigen::VectorXf rounded_weights(visible);
+  for (std::int64_t j = 0; j < visible; ++j) rounded_weights(j) = e4m3_to_float(float_to_e4m3(weights(j)));
+  // P·V over the keys in k-groups of 32, each added by the tensor core's adder into the running fp32 sum.
+  Eigen::VectorXf accumulated(case_.head_dim);
+  const std::size_t head_dim = std::size_t(case_.head_dim);
+  for (std::int64_t c = 0; c < case_.head_dim; ++c) {
+    accumulated(c) = hopper_e4m3_dot(rounded_weights.data(), 1, &values_fp32_(c, 0), head_dim, std::size_t(visible));
   }
   const DType output = output_dtype(DType::fp8_e4m3);
   Eigen::VectorXd row(case_.head_dim);

@@ -108,20 +108,24 @@ class HeadReference {
   // rounded to the dtype. Its distance from output_row() sets the tolerance (flash-attention's rule).
   // fp8_e4m3 follows FlashAttention-3's FP8 forward instead (plain_fp8_row).
   // With `plain_lse`, also the log-sum-exp computed plainly in fp32, the precision every kernel keeps its
-  // scores and row sums in: each score the fp32 dot product (summed serially over head_dim) times the fp32
-  // scale, not rounded to the dtype (no kernel rounds its scores); m their maximum; the row sum of
+  // scores and row sums in: each score the fp32 dot product (summed serially over head_dim; for fp8_e4m3 through the
+  // e4m3 tensor core's adder, as every fp8 kernel's scores are) times the fp32 scale, not rounded to the dtype (no kernel rounds its scores); m their maximum; the row sum of
   // exp(s − m) in fp32, summed serially over the keys; m + ln(sum) in fp32. −inf for a row that sees no key.
   Eigen::VectorXd plain_row(const InputSource& inputs, std::int64_t h, std::int64_t row,
                             double* plain_lse = nullptr) const;
 
  private:
   // FA-3's FP8 forward done plainly, over all visible keys at once, from plain_scores:
-  // S = (Q_fp8·K_fp8ᵀ)·scale_q·scale_k·scale summed in fp32 and kept in fp32; P̃ = exp(S − max S) in fp32, in
-  // [0, 1]; the row sum l over the fp32 P̃; P̃ rounded to e4m3 without a scale (as FA-3 feeds P to the P·V
-  // GEMM); O = (Σ e4m3(P̃)·V_fp8)·scale_v / l summed in fp32, rounded to bf16 (output_dtype). The inputs are the dequantized values; with power-of-two
-  // scales (fp8.hpp) that is the same computation bit for bit as on the codes.
+  // S = (Q_fp8·K_fp8ᵀ)·scale_q·scale_k·scale, each dot product added as Hopper's e4m3 tensor core adds it
+  // (hopper_e4m3_dot, model/fp8_accumulation.hpp: k-groups of 32 through a 13-fraction-bit adder) and kept in
+  // fp32; P̃ = exp(S − max S) in fp32, in [0, 1]; the row sum l over the fp32 P̃; P̃ rounded to e4m3 without a
+  // scale (as FA-3 feeds P to the P·V GEMM); O = (Σ e4m3(P̃)·V_fp8)·scale_v / l, the sum over keys again
+  // through the tensor core's adder in k-groups of 32, rounded to bf16 (output_dtype). The inputs are the
+  // dequantized values; with power-of-two scales (fp8.hpp) that is the same computation bit for bit as on
+  // the codes (the adder's truncation follows the largest addend's exponent, so it commutes with them).
   Eigen::VectorXd plain_fp8_row(const Eigen::VectorXf& scores) const;
-  // The scores of `query` against the first `visible` keys in fp32: serial dot products times the fp32 scale.
+  // The scores of `query` against the first `visible` keys in fp32: serial dot products (fp8_e4m3: through
+  // the tensor core's adder) times the fp32 scale.
   Eigen::VectorXf plain_scores(const Eigen::VectorXf& query, std::int64_t visible) const;
   // plain_row's LSE from those fp32 scores.
   static double plain_log_sum_exp(const Eigen::VectorXf& scores);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/fp8.hpp"
+#include "model/fp8_accumulation.hpp"
 #include "reference/check.hpp"
 
 namespace faprobe {
@@ -236,7 +237,9 @@ LseTensor reference_lse(const Case& c) {
 // plain_row: dot products accumulated 16 products at a time (mma.sync's k-step), scores multiplied by
 // scale·log2(e) folded into one fp32 factor, an online max and row sum of exp2 over key blocks of 64 (each
 // block's sum added into the rescaled running sum), and ln 2 · (max + log2(sum)) at the end.
-LseTensor kernel_style_lse(const Case& c) {
+// fp8_e4m3: each dot product through Hopper's e4m3 adder in k-groups of 32 (model/fp8_accumulation.hpp), as
+// the fp8 kernels' wgmma adds it; with drop_k_group, head_dim's last k-group left out (a defect).
+LseTensor kernel_style_lse(const Case& c, bool drop_k_group = false) {
   LseTensor lse(c);
   const GeneratedInputs inputs(c);
   const float scale_log2 = float(c.scale() * 1.4426950408889634);
@@ -252,10 +255,16 @@ LseTensor kernel_style_lse(const Case& c) {
           for (std::int64_t j = start; j < std::min(visible, start + 64); ++j) {
             inputs.row(TensorId::k, b, j, c.kv_head_of(h), k.data());
             float dot = 0.0f;
-            for (std::size_t d0 = 0; d0 < q.size(); d0 += 16) {
-              float step = 0.0f;
-              for (std::size_t d = d0; d < std::min(q.size(), d0 + 16); ++d) step += float(q[d]) * float(k[d]);
-              dot += step;
+            if (c.dtype == DType::fp8_e4m3) {
+              const std::vector<float> q_values(q.begin(), q.end()), k_values(k.begin(), k.end());
+              const std::size_t length = drop_k_group ? q.size() - e4m3_mma_k : q.size();
+              dot = hopper_e4m3_dot(q_values.data(), 1, k_values.data(), 1, length);
+            } else {
+              for (std::size_t d0 = 0; d0 < q.size(); d0 += 16) {
+                float step = 0.0f;
+                for (std::size_t d = d0; d < std::min(q.size(), d0 + 16); ++d) step += float(q[d]) * float(k[d]);
+                dot += step;
+              }
             }
             scores.push_back(dot * scale_log2);
           }
@@ -301,7 +310,19 @@ TEST(CheckLse, TheReferenceAndAKernelStyleComputationPassWithinADocumentedTolera
                 kernel_result.lse_tolerance);
   }
   EXPECT_EQ(lse_tolerance_floor(DType::bf16), 1e-5);
-  EXPECT_EQ(lse_tolerance_floor(DType::fp8_e4m3), 1e-3);
+  EXPECT_EQ(lse_tolerance_floor(DType::fp8_e4m3), 2.5e-4);
+}
+
+TEST(CheckLse, Fp8ScoresWithAKGroupMissingFail) {
+  // fp8's tolerance follows Hopper's adder (2.5e-4 floor, not 1e-3): a score missing 32 of its 128 products
+  // (a k-loop that stops one wgmma early) is far outside it, on the LSE alone.
+  const Case c = lse_case(17, 300, 128, DType::fp8_e4m3);
+  const HostTensor out = reference_output(c);
+  const LseTensor right = kernel_style_lse(c), dropped = kernel_style_lse(c, true);
+  EXPECT_TRUE(check_output(c, GeneratedInputs(c), out, &right).passed);
+  const VerifyResult result = check_output(c, GeneratedInputs(c), out, &dropped);
+  EXPECT_FALSE(result.passed);
+  EXPECT_NE(result.note.find("LSE off by"), std::string::npos) << result.note;
 }
 
 TEST(CheckLse, WithoutAnLseNothingIsCheckedAndTheRecordSaysSo) {
@@ -390,18 +411,29 @@ TEST(CheckLse, RowsThatSeeNoKeyMustHoldMinusInfinity) {
 // The plain rows themselves, as an output.
 HostTensor plain_output(const Case& c) { return rows_output(c, false); }
 
-enum class Fp8Defect { none, p_not_rounded, v_scale_dropped, q_scale_dropped };
+enum class Fp8Defect {
+  none,
+  p_not_rounded,
+  v_scale_dropped,
+  q_scale_dropped,
+  softmax_scale_twice,  // the 1/√d applied to the scores twice
+  k_group_dropped,      // each block's second 32-key group left out of P·V (its P̃ still in the row sum)
+  v_off_by_one_row,     // V read one key further on, as a V transpose off by a row would
+};
 
 // An FA-3-style fp8 kernel written out on the codes, from the paper's algorithm rather than from
 // plain_fp8_row: keys in blocks of block_k, S = (Σ q_code·k_code)·scale_q·scale_k·scale in fp32, an online
 // softmax (running max, rescaled row sum and accumulator), each block's P̃ = exp(S − running max) rounded to
-// e4m3, O += e4m3(P̃)·v_code in fp32, and at the end O·scale_v / row sum rounded to bf16.
+// e4m3, O += e4m3(P̃)·v_code, and at the end O·scale_v / row sum rounded to bf16. Both products are added as
+// Hopper's e4m3 tensor core adds them (model/fp8_accumulation.hpp): S over head_dim in k-groups of 32, P·V
+// over each block's keys in k-groups of 32 into the rescaled fp32 accumulator.
 HostTensor fp8_kernel_output(const Case& c, std::int64_t block_k, Fp8Defect defect) {
   HostTensor out = make_output(c);
   const GeneratedInputs inputs(c);
   const float q_scale = fp8_tensor_scale(TensorId::q), k_scale = fp8_tensor_scale(TensorId::k),
               v_scale = fp8_tensor_scale(TensorId::v);
-  const float score_scale = (defect == Fp8Defect::q_scale_dropped ? 1.0f : q_scale) * k_scale * float(c.scale());
+  const float score_scale = (defect == Fp8Defect::q_scale_dropped ? 1.0f : q_scale) * k_scale * float(c.scale()) *
+                            (defect == Fp8Defect::softmax_scale_twice ? float(c.scale()) : 1.0f);
   const std::size_t d = std::size_t(c.head_dim);
   std::vector<double> row(d);
   const auto codes = [&](TensorId id, std::int64_t b, std::int64_t s, std::int64_t h, float scale) {
@@ -426,20 +458,23 @@ HostTensor fp8_kernel_output(const Case& c, std::int64_t block_k, Fp8Defect defe
           const std::int64_t end = std::min(visible, start + block_k);
           std::vector<float> scores;
           for (std::int64_t j = start; j < end; ++j) {
-            float dot = 0.0f;
-            for (std::size_t i = 0; i < d; ++i) dot += q[i] * keys[std::size_t(j)][i];
-            scores.push_back(dot * score_scale);
+            scores.push_back(hopper_e4m3_dot(q.data(), 1, keys[std::size_t(j)].data(), 1, d) * score_scale);
           }
           const float new_max = std::max(running_max, *std::max_element(scores.begin(), scores.end()));
           const float rescale = std::exp(running_max - new_max);
           row_sum *= rescale;
           for (float& value : o) value *= rescale;
+          std::vector<float> p_fp8(scores.size()), v_block(scores.size() * d);  // v_block: (key, i)
           for (std::size_t j = 0; j < scores.size(); ++j) {
             const float p = std::exp(scores[j] - new_max);
             row_sum += p;
-            const float p_fp8 = defect == Fp8Defect::p_not_rounded ? p : e4m3_to_float(float_to_e4m3(p));
-            for (std::size_t i = 0; i < d; ++i) o[i] += p_fp8 * values[std::size_t(start) + j][i];
+            p_fp8[j] = defect == Fp8Defect::p_not_rounded ? p : e4m3_to_float(float_to_e4m3(p));
+            if (defect == Fp8Defect::k_group_dropped && j / e4m3_mma_k == 1) p_fp8[j] = 0.0f;
+            const std::int64_t key = defect == Fp8Defect::v_off_by_one_row ? std::min(start + std::int64_t(j) + 1, visible - 1)
+                                                                             : start + std::int64_t(j);
+            for (std::size_t i = 0; i < d; ++i) v_block[j * d + i] = values[std::size_t(key)][i];
           }
+          for (std::size_t i = 0; i < d; ++i) o[i] = hopper_e4m3_dot(p_fp8.data(), 1, &v_block[i], d, scores.size(), o[i]);
           running_max = new_max;
         }
         const float o_scale = defect == Fp8Defect::v_scale_dropped ? 1.0f : v_scale;
@@ -497,6 +532,14 @@ TEST(CheckFp8, ABlockedOnlineSoftmaxKernelPassesAndDroppedScalesFail) {
     EXPECT_FALSE(no_v_scale.passed) << "max_abs_diff " << no_v_scale.max_abs_diff;
     const VerifyResult no_q_scale = check_output(c, inputs, fp8_kernel_output(c, 64, Fp8Defect::q_scale_dropped));
     EXPECT_FALSE(no_q_scale.passed) << "max_abs_diff " << no_q_scale.max_abs_diff;
+    const VerifyResult scaled_twice = check_output(c, inputs, fp8_kernel_output(c, 64, Fp8Defect::softmax_scale_twice));
+    EXPECT_FALSE(scaled_twice.passed) << "max_abs_diff " << scaled_twice.max_abs_diff;
+    const VerifyResult off_by_row = check_output(c, inputs, fp8_kernel_output(c, 64, Fp8Defect::v_off_by_one_row));
+    EXPECT_FALSE(off_by_row.passed) << "max_abs_diff " << off_by_row.max_abs_diff;
+    if (c.seq_k > std::int64_t(e4m3_mma_k)) {  // a block of 64 keys has a second k-group only past key 32
+      const VerifyResult dropped = check_output(c, inputs, fp8_kernel_output(c, 64, Fp8Defect::k_group_dropped));
+      EXPECT_FALSE(dropped.passed) << "max_abs_diff " << dropped.max_abs_diff;
+    }
   }
 }
 

@@ -34,6 +34,7 @@
 #include "cuda/probes/probe_suite.hpp"
 #include "cuda/runtime/gpu.hpp"
 #include "emulator_test_support.hpp"
+#include "model/fp8_accumulation.hpp"
 #include "probe_support.hpp"
 
 namespace {
@@ -84,7 +85,7 @@ TEST(ProbeSuite, ListsEveryInstructionFamilyOnceByName) {
         "cvt.rn.f16x2.f32", "cvt.rn.bf16x2.f32", "cp.async.bulk.tensor 2d no swizzle",
         "cp.async.bulk.tensor 2d swizzle 128B",
         "wgmma m64n64k16 f16 ss swizzle 128B", "wgmma m64n128k16 bf16 rs, B N-major swizzle 128B",
-        "wgmma m64n64k32 e4m3 ss swizzle 64B", "stmatrix x4 and x4.trans", "mbarrier phases, expect_tx and elect.sync"})
+        "wgmma m64n64k32 e4m3 ss swizzle 64B", "wgmma m64n64k32 e4m3 ss many binades", "stmatrix x4 and x4.trans", "mbarrier phases, expect_tx and elect.sync"})
     EXPECT_EQ(names.count(expected), 1u) << expected;
   // Tolerances only where the ISA leaves the result open.
   for (const probes::Probe& probe : probes::all_probes()) {
@@ -352,7 +353,7 @@ TEST(ProbeSuite, OnlyHopperProbesNeedSm90AndSaySo) {
     EXPECT_EQ(probe.needs_gpu(8, 0), hopper ? "needs sm_90" : "") << probe.name;
     EXPECT_EQ(probe.needs_gpu(9, 0), "") << probe.name;
   }
-  EXPECT_EQ(hopper_probes, 7);  // two tensor copies, three wgmma, stmatrix, mbarrier
+  EXPECT_EQ(hopper_probes, 8);  // two tensor copies, four wgmma, stmatrix, mbarrier
 }
 
 // The emulated wgmma probes against D = A·B computed here from the operands they drew, each thread's
@@ -387,6 +388,60 @@ TEST(ProbeSuite, EmulatedWgmmaProbesEqualTheHostMatrixProduct) {
     EXPECT_GT(nonzero, std::size_t{threads} * n / 4) << "the operands are mostly zero: a weak check";
   }
   EXPECT_THROW(probes::wgmma_probe_operands("ldmatrix.x4", 8), std::invalid_argument);
+}
+
+// The emulator against the GPU it models, without one: every probe whose every word the H200 run of 2026-12-04
+// found identical (results/h200/2026-12-04/probes.json, seed 0) must still give the GPU's checksum emulated,
+// the e4m3 wgmma probe (small integers) included now that the emulator models the e4m3 adder.
+TEST(ProbeSuite, EmulatedProbesKeepTheRecordedH200Checksums) {
+  std::ifstream in(std::string(FAPROBE_SOURCE_DIR) + "/results/h200/2026-12-04/probes.json");
+  ASSERT_TRUE(in) << "the recorded probes";
+  const nlohmann::json document = nlohmann::json::parse(in);
+  const std::uint64_t seed = document.at("seed").get<std::uint64_t>();
+  int compared = 0;
+  for (const nlohmann::json& recorded : document.at("probes")) {
+    // Identical words only: the conversion probes' NaN payloads differ between the GPU and the emulator and
+    // are compared as NaNs, so their checksums differ though the probes pass.
+    if (recorded.at("result") != "identical" || !recorded.contains("gpu_checksum") ||
+        recorded.at("gpu_checksum") != recorded.at("emulator_checksum"))
+      continue;
+    const std::string name = recorded.at("name").get<std::string>();
+    SCOPED_TRACE(name);
+    const probes::ProbeOutput output = emulated(probe_named(name), seed);
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", probes::checksum(output));
+    EXPECT_EQ(std::string(hex), recorded.at("gpu_checksum").get<std::string>());
+    ++compared;
+  }
+  EXPECT_GE(compared, 38);
+}
+
+// The random e4m3 probe under emulation equals the model of Hopper's adder (model/fp8_accumulation.hpp: two
+// k-groups of 32 chained) computed here, and differs from an fp32 sum in many places: the probe is where the
+// GPU, when lent, confirms or refutes the model bit for bit.
+TEST(ProbeSuite, EmulatedRandomE4m3WgmmaFollowsTheAdderModel) {
+  constexpr unsigned threads = 128;
+  const char* name = "wgmma m64n64k32 e4m3 ss many binades";
+  const probes::WgmmaOperands operands = probes::wgmma_probe_operands(name, 8);
+  const unsigned n = operands.n, k_extent = operands.k;
+  ASSERT_EQ(k_extent, 64u);
+  const probes::ProbeOutput output = emulated(probe_named(name), 8);
+  ASSERT_EQ(output.words.size(), std::size_t{threads} * n / 2);
+  std::size_t differing = 0, unlike_fp32 = 0;
+  for (unsigned t = 0; t < threads; ++t)
+    for (unsigned i = 0; i < n / 2; ++i) {
+      const unsigned row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2);
+      const unsigned col = 8 * (i / 4) + 2 * (t % 4) + i % 2;
+      const float model = faprobe::hopper_e4m3_dot(&operands.a[std::size_t{row} * k_extent], 1, &operands.b[col], n, k_extent);
+      float fp32 = 0.0f;
+      for (unsigned k = 0; k < k_extent; ++k) fp32 += operands.a[std::size_t{row} * k_extent + k] * operands.b[std::size_t{k} * n + col];
+      const float got = isa::detail::from_bits<float>(output.words[std::size_t{t} * (n / 2) + i]);
+      unlike_fp32 += got != fp32 ? 1 : 0;
+      if (got != model && differing++ < 5)
+        ADD_FAILURE() << "D[" << row << "][" << col << "]: " << got << ", model " << model;
+    }
+  EXPECT_EQ(differing, 0u);
+  EXPECT_GT(unlike_fp32, std::size_t{threads} * n / 8) << "the operands do not exercise the adder's truncation";
 }
 
 // Every word of the mbarrier probe that the ISA fixes: test_wait results around init, expect_tx and

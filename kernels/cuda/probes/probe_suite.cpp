@@ -30,6 +30,7 @@
 #include "cuda/probes/tma_probes.cuh"
 #include "cuda/probes/warp_probes.cuh"
 #include "cuda/runtime/gpu.hpp"
+#include "model/fp8.hpp"
 #include "model/inputs.hpp"
 #include "model/memory.hpp"
 #if defined(FAPROBE_WITH_CUDA)
@@ -536,12 +537,17 @@ ProbeOutput run_tma_copy(Target target, std::uint64_t seed, const std::string& n
 struct WgmmaProbeShape {
   std::string_view name;
   unsigned n, k;
+  bool random_e4m3 = false;  // operands: random finite e4m3 values of both signs instead of small integers
 };
 constexpr WgmmaProbeShape wgmma_f16_probe{"wgmma m64n64k16 f16 ss swizzle 128B", wgmma_f16_n, wgmma_f16_k};
 constexpr WgmmaProbeShape wgmma_bf16_probe{"wgmma m64n128k16 bf16 rs, B N-major swizzle 128B", wgmma_bf16_n,
                                            wgmma_bf16_k};
 constexpr WgmmaProbeShape wgmma_e4m3_probe{"wgmma m64n64k32 e4m3 ss swizzle 64B", wgmma_e4m3_n, wgmma_e4m3_k};
-constexpr WgmmaProbeShape wgmma_probe_shapes[] = {wgmma_f16_probe, wgmma_bf16_probe, wgmma_e4m3_probe};
+// The same kernel on operands whose products span 2^-18 to 2^17: sums the tensor core's narrow adder truncates
+// (model/fp8_accumulation.hpp), so the emulator's model of it meets the GPU bit for bit here, or not.
+constexpr WgmmaProbeShape wgmma_e4m3_random_probe{"wgmma m64n64k32 e4m3 ss many binades", wgmma_e4m3_n, wgmma_e4m3_k, true};
+constexpr WgmmaProbeShape wgmma_probe_shapes[] = {wgmma_f16_probe, wgmma_bf16_probe, wgmma_e4m3_probe,
+                                                  wgmma_e4m3_random_probe};
 
 // Integers in -3..3: exact in f16, bf16 and e4m3, and every sum of at most 64 products (|sum| <= 576) is
 // exact in fp32 in any order.
@@ -549,8 +555,14 @@ WgmmaOperands draw_wgmma_operands(const WgmmaProbeShape& shape, std::uint64_t se
   ProbeRandom random(seed, shape.name);
   WgmmaOperands operands{shape.n, shape.k, std::vector<float>(std::size_t{wgmma_probe_m} * shape.k),
                          std::vector<float>(std::size_t{shape.k} * shape.n)};
-  for (float& v : operands.a) v = static_cast<float>(random.integer(-3, 3));
-  for (float& v : operands.b) v = static_cast<float>(random.integer(-3, 3));
+  const auto draw = [&]() {
+    if (!shape.random_e4m3) return static_cast<float>(random.integer(-3, 3));
+    // Codes below 0x70 (|x| < 2^8): a product stays below 2^17 and a 64-term sum far from fp32's range.
+    const float magnitude = e4m3_to_float(static_cast<std::uint8_t>(random.integer(0, 0x6F)));
+    return random.integer(0, 1) == 0 ? magnitude : -magnitude;
+  };
+  for (float& v : operands.a) v = draw();
+  for (float& v : operands.b) v = draw();
   return operands;
 }
 
@@ -596,8 +608,8 @@ ProbeOutput run_wgmma_bf16(Target target, std::uint64_t seed, const std::string&
   return {memory.words(d), {}};
 }
 
-ProbeOutput run_wgmma_e4m3(Target target, std::uint64_t seed, const std::string&) {
-  const WgmmaOperands operands = draw_wgmma_operands(wgmma_e4m3_probe, seed);
+ProbeOutput run_wgmma_e4m3(Target target, std::uint64_t seed, const WgmmaProbeShape& shape) {
+  const WgmmaOperands operands = draw_wgmma_operands(shape, seed);
   ProbeMemory memory(target);
   const auto a = memory.input(operands.a, "a");  // floats: the kernel converts them to e4m3
   const auto b = memory.input(b_k_major(operands), "b");
@@ -739,7 +751,10 @@ std::vector<Probe> make_probes() {
   // wgmma, stmatrix, mbarrier.expect_tx / complete_tx / test_wait and elect.sync: sm_90 (wgmma: sm_90a).
   add(std::string(wgmma_f16_probe.name), Element::f32, bit_for_bit(), run_wgmma_f16, sm90);
   add(std::string(wgmma_bf16_probe.name), Element::f32, bit_for_bit(), run_wgmma_bf16, sm90);
-  add(std::string(wgmma_e4m3_probe.name), Element::f32, bit_for_bit(), run_wgmma_e4m3, sm90);
+  for (const WgmmaProbeShape& shape : {wgmma_e4m3_probe, wgmma_e4m3_random_probe})
+    add(std::string(shape.name), Element::f32, bit_for_bit(),
+        [shape](Target target, std::uint64_t seed, const std::string&) { return run_wgmma_e4m3(target, seed, shape); },
+        sm90);
   add("stmatrix x4 and x4.trans", Element::u32, bit_for_bit(), run_stmatrix, sm90);
   add("mbarrier phases, expect_tx and elect.sync", Element::u32, bit_for_bit(), run_mbarrier, sm90);
   return probes;

@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "cuda/common/emu/race_detector.hpp"
+#include "model/fp8_accumulation.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define FAPROBE_EMU_ASAN 1
@@ -902,7 +903,11 @@ class Launch {
         const unsigned col = 8 * j + 2 * (lane % 4) + column;
         float acc = 0.0f;
         if (first.accumulate) acc = previous != nullptr ? previous->result[i] : call.d[i];
-        for (unsigned k = 0; k < k_extent; ++k) acc += a[row * k_extent + k] * b[col * k_extent + k];
+        if (shape.input == WgmmaInput::e4m3) {  // the tensor core's narrow adder (model/fp8_accumulation.hpp)
+          acc = hopper_e4m3_accumulate(acc, &a[row * k_extent], 1, &b[col * k_extent], 1, k_extent);
+        } else {
+          for (unsigned k = 0; k < k_extent; ++k) acc += a[row * k_extent + k] * b[col * k_extent + k];
+        }
         next.result[i] = acc;
       }
       if (previous != nullptr) previous->superseded = true;
