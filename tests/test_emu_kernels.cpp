@@ -22,6 +22,7 @@
 #include "cuda/launchers.hpp"
 #include "cuda/naive/softmax.cuh"
 #include "cuda/naive/softmax_launch.hpp"
+#include "case_support.hpp"
 #include "emulator_test_support.hpp"
 #include "model/case.hpp"
 #include "model/dtype.hpp"
@@ -102,14 +103,7 @@ TEST(EmuFillInput, RotatedRowsBitIdenticalToHostInputs) {
   for (const InputDistribution distribution : {InputDistribution::normal, InputDistribution::outliers}) {
     for (const std::int64_t head_dim : {32, 64, 128, 256}) {
       SCOPED_TRACE("head_dim " + std::to_string(head_dim) + " inputs " + std::string(to_string(distribution)));
-      Case c;
-      c.batch = 1;
-      c.heads = 3;
-      c.kv_heads = 1;
-      c.seq_q = 5;
-      c.seq_k = 7;
-      c.head_dim = head_dim;
-      c.dtype = DType::fp8_e4m3;
+      Case c = test_support::make_case(1, 3, 1, 5, 7, head_dim, DType::fp8_e4m3, Mask::none);
       c.seed = 9;
       c.inputs = distribution;
       const AttentionInputs host = make_inputs(c, QkTransform::incoherent);

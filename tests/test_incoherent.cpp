@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "case_support.hpp"
 #include "model/case.hpp"
 #include "model/incoherent.hpp"
 #include "model/tensor.hpp"
@@ -151,14 +152,7 @@ TEST(Incoherent, RoundedRotationKeepsQkWithinE4m3Rounding) {
 }
 
 TEST(Incoherent, TheCheckersRowsAreMakeInputsRowsAndTheTensorsCarryTheDescales) {
-  Case c;
-  c.batch = 2;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.seq_q = 5;
-  c.seq_k = 9;
-  c.head_dim = 64;
-  c.dtype = DType::fp8_e4m3;
+  Case c = test_support::make_case(2, 4, 2, 5, 9, 64, DType::fp8_e4m3, Mask::none);
   c.inputs = InputDistribution::outliers;
   const AttentionInputs inputs = make_inputs(c, QkTransform::incoherent);
   EXPECT_EQ(inputs.q.fp8_scale(), c.fp8_descale(TensorId::q, QkTransform::incoherent));

@@ -356,6 +356,12 @@ TEST(ProbeSuite, OnlyHopperProbesNeedSm90AndSaySo) {
   EXPECT_EQ(hopper_probes, 8);  // two tensor copies, four wgmma, stmatrix, mbarrier
 }
 
+// Where thread t's accumulator i of a wgmma m64nN lands in D (isa_wgmma.hpp): row 16(t/32) + (t%32)/4 +
+// 8((i/2)%2), column 8(i/4) + 2(t%4) + i%2.
+std::pair<unsigned, unsigned> wgmma_accumulator_element(unsigned t, unsigned i) {
+  return {16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2), 8 * (i / 4) + 2 * (t % 4) + i % 2};
+}
+
 // The emulated wgmma probes against D = A·B computed here from the operands they drew, each thread's
 // accumulator placed by the layout of isa_wgmma.hpp (thread t = 32w + l, register i: row 16w + l/4 +
 // 8((i/2)%2), column 8(i/4) + 2(l%4) + i%2). Small integers: the product is exact, so equality is exact.
@@ -373,8 +379,7 @@ TEST(ProbeSuite, EmulatedWgmmaProbesEqualTheHostMatrixProduct) {
     std::size_t differing = 0, nonzero = 0;
     for (unsigned t = 0; t < threads; ++t)
       for (unsigned i = 0; i < n / 2; ++i) {
-        const unsigned row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2);
-        const unsigned col = 8 * (i / 4) + 2 * (t % 4) + i % 2;
+        const auto [row, col] = wgmma_accumulator_element(t, i);
         float expected = 0.0f;
         for (unsigned k = 0; k < k_extent; ++k)
           expected += operands.a[std::size_t{row} * k_extent + k] * operands.b[std::size_t{k} * n + col];
@@ -430,8 +435,7 @@ TEST(ProbeSuite, EmulatedRandomE4m3WgmmaFollowsTheAdderModel) {
   std::size_t differing = 0, unlike_fp32 = 0;
   for (unsigned t = 0; t < threads; ++t)
     for (unsigned i = 0; i < n / 2; ++i) {
-      const unsigned row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2);
-      const unsigned col = 8 * (i / 4) + 2 * (t % 4) + i % 2;
+      const auto [row, col] = wgmma_accumulator_element(t, i);
       const float model = faprobe::hopper_e4m3_dot(&operands.a[std::size_t{row} * k_extent], 1, &operands.b[col], n, k_extent);
       float fp32 = 0.0f;
       for (unsigned k = 0; k < k_extent; ++k) fp32 += operands.a[std::size_t{row} * k_extent + k] * operands.b[std::size_t{k} * n + col];
