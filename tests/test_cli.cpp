@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -447,6 +448,39 @@ TEST_F(Cli, DefaultVerifyRunsTheCiMatrixAndPasses) {
     checked += record.verify.has_value();
   }
   EXPECT_GE(checked, 1000);
+}
+
+// An empty value ("--shard $UNSET" in a job script) is bad input for every option that takes a value, in
+// every subcommand: one line naming the option, exit 2, before any work (without the check, `--shard ""` ran
+// the whole plan and `--devices ""` ran without workers). Each option name is tried once, with the
+// subcommand --help lists it under first.
+TEST_F(Cli, AnEmptyValueIsBadInputForEveryOption) {
+  std::map<std::string, std::string> options;  // option → a subcommand that has it
+  for (const std::string sub : {"list", "sweep", "verify", "run", "calibrate", "probes", "compare", "report", "merge"}) {
+    const Result help = faprobe(sub + " --help");
+    ASSERT_EQ(help.status, 0) << sub;
+    std::istringstream lines(help.out);
+    for (std::string line; std::getline(lines, line);) {
+      std::smatch match;  // "  --shard TEXT   ..." (a flag has no type: "  --strict   ...")
+      if (std::regex_search(line, match, std::regex(R"(^\s+(?:-\w,)?(--[a-z0-9-]+) [A-Z]+(\s|$))"))) {
+        options.emplace(match[1].str(), sub);
+      }
+    }
+  }
+  ASSERT_GT(options.size(), 40u);  // the help's format was understood
+  for (const std::string required : {"--shard", "--devices", "--out", "--json", "--config", "--plugin", "--impl"}) {
+    EXPECT_EQ(options.count(required), 1u) << required;
+  }
+  auto expect_refused = [&](const std::string& args, const std::string& name) {
+    const Result run = faprobe(args);
+    EXPECT_EQ(run.status, 2) << args << "\n" << run.err;
+    EXPECT_NE(run.err.find(name + ": the value is empty"), std::string::npos) << args << "\n" << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << args << "\n" << run.err;
+    EXPECT_TRUE(run.out.empty()) << args << "\n" << run.out;
+  };
+  for (const auto& [option, sub] : options) expect_refused(sub + " " + option + " ''", option);
+  expect_refused("compare '' base.jsonl", "files");
+  EXPECT_FALSE(fs::exists(path("faprobe-out")));  // nothing ran
 }
 
 TEST_F(Cli, InterruptedSweepKeepsFinishedRecordsAndResumeDoesNotRedoThem) {

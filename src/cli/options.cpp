@@ -209,6 +209,17 @@ std::vector<DeviceWorker> plan_device_workers(const Plan& plan, const SettingsOp
   return workers;
 }
 
+void refuse_empty_values(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_type_size_max() == 0) continue;  // a flag: it takes no value
+    option->check([](const std::string& value) {
+      return value.empty() ? std::string("the value is empty (an unset variable?); give a value, or leave the option out")
+                           : std::string();
+    });
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_empty_values(*sub);
+}
+
 std::string command_line() { return g_command_line; }
 
 DeviceScan scan_devices() {

@@ -74,6 +74,11 @@ DeviceScan scan_devices();
 // where they stand in for cuda.*. --impl keeps whatever it names (unsupported pairs then show as records).
 void narrow_to_this_machine(Plan& plan, bool verify);
 
+// Every option of `app` and its subcommands that takes a value refuses an empty one ("--shard ''", an unset
+// variable in a job script): a ParseError naming the flag, exit status 2, before any work. faprobe keeps ""
+// for "not given", so an empty value would otherwise be the flag left out.
+void refuse_empty_values(CLI::App& app);
+
 std::string command_line();  // argv as given, for the metadata
 void set_command_line(int argc, char** argv);
 
