@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/output_files.hpp"
+#include "harness/progress.hpp"
 #include "harness/writers.hpp"
 #include "model/errors.hpp"
 #include "temp_dir_support.hpp"
@@ -384,6 +386,33 @@ TEST_F(OutputFiles, AFailedWriteLeavesTheOldDocumentAndNoTemporaryFile) {
   EXPECT_EQ(message, "--json " + path("r.json") + ": write failed: File too large");
   EXPECT_EQ(read("r.json"), "old document\n");
   EXPECT_EQ(names(), std::vector<std::string>{"r.json"});
+}
+
+// A process that the first signal ends (compare, report, merge: progress.hpp's exit_on_first_interrupt)
+// removes the document it was writing: status 130 and no temporary file left. A sweep's first signal ends
+// nothing (it finishes the case and writes what it has), so the file stays until its second.
+TEST_F(OutputFiles, AnInterruptRemovesTheDocumentBeingWritten) {
+  const std::string partial = path("r.json.partial.AbCdEf");
+  auto signalled = [&](bool at_once, int signals) {
+    const pid_t child = fork();
+    if (child == 0) {
+      install_interrupt_handler();
+      if (at_once) exit_on_first_interrupt();
+      std::ofstream(partial) << "{\"records\": [";
+      remove_on_interrupt(partial);
+      for (int i = 0; i < signals; ++i) std::raise(SIGTERM);
+      _exit(0);
+    }
+    int raw = 0;
+    waitpid(child, &raw, 0);
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  };
+  EXPECT_EQ(signalled(/*at_once=*/true, 1), 130);
+  EXPECT_FALSE(fs::exists(partial));
+  EXPECT_EQ(signalled(/*at_once=*/false, 1), 0);
+  EXPECT_TRUE(fs::exists(partial));
+  EXPECT_EQ(signalled(/*at_once=*/false, 2), 130);
+  EXPECT_FALSE(fs::exists(partial));
 }
 
 TEST_F(OutputFiles, ACharacterDeviceIsWrittenDirectly) {

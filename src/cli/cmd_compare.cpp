@@ -13,6 +13,7 @@
 #include "cli/commands.hpp"
 #include "harness/compare.hpp"
 #include "harness/output_files.hpp"
+#include "harness/progress.hpp"
 #include "harness/range.hpp"
 #include "model/errors.hpp"
 
@@ -27,6 +28,7 @@ struct CompareOptions {
 };
 
 int run_compare(const CompareOptions& options) {
+  exit_on_first_interrupt();  // nothing to finish: Ctrl-C or SIGTERM ends it at once, with 130
   CompareSettings settings;
   settings.threshold_percent = parse_number(options.threshold, "--threshold", 0, 1000);
   settings.alpha = parse_number(options.alpha, "--alpha", 1e-12, 0.5);

@@ -24,6 +24,7 @@
 #include "cli/result_documents.hpp"
 #include "default_config.hpp"
 #include "harness/merge.hpp"
+#include "harness/progress.hpp"
 #include "harness/writers.hpp"
 #include "model/errors.hpp"
 
@@ -70,6 +71,7 @@ void print_list(const std::vector<T>& items, std::size_t limit, Format format) {
 }
 
 int run_merge(const MergeOptions& options) {
+  exit_on_first_interrupt();  // nothing to finish: Ctrl-C or SIGTERM ends it at once, with 130
   const OutputTargets targets = check_outputs({"", options.json, options.csv, options.md});
   const OutputTarget out = check_output("--out", options.out, OutputUse::document);
   if (out.kind != OutputKind::regular_file) {

@@ -13,6 +13,7 @@
 #include "cli/options.hpp"
 #include "cli/result_documents.hpp"
 #include "harness/output_files.hpp"
+#include "harness/progress.hpp"
 #include "harness/record_files.hpp"
 #include "harness/writers.hpp"
 #include "model/errors.hpp"
@@ -26,6 +27,7 @@ struct ReportOptions {
 };
 
 int run_report(const ReportOptions& options) {
+  exit_on_first_interrupt();  // nothing to finish: Ctrl-C or SIGTERM ends it at once, with 130
   const OutputTargets targets = check_outputs({"", options.json, options.csv, options.md});
   refuse_inputs_as_outputs(targets, options.files, "the report");
   RecordSet set = read_record_set(options.files, "FILE");

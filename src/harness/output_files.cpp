@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "harness/input_file.hpp"
+#include "harness/progress.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe {
@@ -130,7 +131,12 @@ void write_device(const OutputTarget& target, std::string_view text) {
 // rename stays within one file system and is atomic), which is synced and renamed onto the target.
 void replace_file(const OutputTarget& target, std::string_view text) {
   std::string temporary = target.file + ".partial.XXXXXX";
-  const int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
+  int fd = -1;
+  {
+    const InterruptsHeld held;  // an interrupt from the moment it exists removes it (progress.hpp)
+    fd = ::mkostemp(temporary.data(), O_CLOEXEC);
+    if (fd >= 0) remove_on_interrupt(temporary);
+  }
   if (fd < 0) {
     throw OutputError(fmt::format("{}: write failed: cannot create a temporary file in {} ({})", target.name(),
                                   directory_of(target.file).string(), error_text(errno)));
@@ -145,10 +151,9 @@ void replace_file(const OutputTarget& target, std::string_view text) {
   if (error == 0 && ::fsync(fd) != 0) error = errno;  // a deferred write error (ENOSPC, EIO) shows here
   if (::close(fd) != 0 && error == 0) error = errno;
   if (error == 0 && ::rename(temporary.c_str(), target.file.c_str()) != 0) error = errno;
-  if (error != 0) {
-    ::unlink(temporary.c_str());
-    write_failed(target, error);
-  }
+  if (error != 0) ::unlink(temporary.c_str());
+  remove_on_interrupt("");  // (an interrupt before this finds the name gone: renamed or removed)
+  if (error != 0) write_failed(target, error);
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 //   is refused (never replaced by a regular file, never opened to block on). No two outputs may be the same
 //   file (a document written over --out would destroy its records), and at most one may be "-" (stdout).
 // - A document is written beside its target and renamed onto it, so a reader, a crash or a full disk never
-//   leaves half a document: the old one stays until the new one is complete. A symbolic link is written
+//   leaves half a document: the old one stays until the new one is complete; an interrupt that ends the
+//   process removes the temporary file (progress.hpp). A symbolic link is written
 //   through (its final target is replaced, the link stays a link); an existing file keeps its permission
 //   bits. A character device (/dev/null, a terminal) is written directly, once, at the end.
 // - The --out file is opened for appending and locked (flock) for the run, so that two faprobe processes

@@ -4,15 +4,29 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 
 #include <fmt/format.h>
 
 namespace faprobe {
 namespace {
 std::atomic<bool> g_interrupted{false};
+std::atomic<bool> g_exit_at_once{false};  // exit_on_first_interrupt()
+// remove_on_interrupt's path, for the handler: written with the signals held, read only by the handler.
+char g_partial_file[4096];
+volatile std::sig_atomic_t g_has_partial_file = 0;
 
 extern "C" void on_interrupt(int) {
-  if (g_interrupted.exchange(true)) _exit(130);  // second Ctrl-C: the finished records are on disk
+  // Second Ctrl-C (the finished records are on disk), or a command with nothing to finish: end now, with
+  // async-signal-safe calls only.
+  if (g_interrupted.exchange(true) || g_exit_at_once.load()) {
+    if (g_has_partial_file) ::unlink(g_partial_file);
+    if (g_exit_at_once.load()) {
+      constexpr char kMessage[] = "\nfaprobe: interrupted\n";
+      [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+    }
+    _exit(130);
+  }
 }
 }  // namespace
 
@@ -27,6 +41,28 @@ void install_interrupt_handler() {
 bool interrupted() { return g_interrupted.load(); }
 void request_interrupt() { g_interrupted = true; }
 void clear_interrupt() { g_interrupted = false; }
+
+void exit_on_first_interrupt() {
+  g_exit_at_once = true;
+  if (interrupted()) throw Interrupted();
+}
+
+void remove_on_interrupt(const std::string& path) {
+  g_has_partial_file = 0;
+  if (path.empty() || path.size() >= sizeof(g_partial_file)) return;  // a longer path cannot have been created
+  std::memcpy(g_partial_file, path.c_str(), path.size() + 1);
+  g_has_partial_file = 1;
+}
+
+InterruptsHeld::InterruptsHeld() {
+  sigset_t held;
+  sigemptyset(&held);
+  sigaddset(&held, SIGINT);
+  sigaddset(&held, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &held, &previous_);
+}
+
+InterruptsHeld::~InterruptsHeld() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
 
 Progress::Progress(std::size_t total)
     : total_(total), enabled_(isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}

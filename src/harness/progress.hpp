@@ -1,6 +1,8 @@
 // A one-line progress indicator with an ETA on stderr, drawn only when stderr is a terminal, and the
 // interrupt flag that Ctrl-C sets (the runner stops between runs; what finished is already on disk).
 #pragma once
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -32,5 +34,27 @@ struct Interrupted : std::runtime_error {
 };
 void request_interrupt();  // for tests
 void clear_interrupt();    // for tests
+
+// Commands that only read result files and write documents (compare, report, merge) have no finished work to
+// keep: from this call on, the first SIGINT or SIGTERM ends the process at once with status 130, as a second
+// one always does. Throws Interrupted when a signal came before the call.
+void exit_on_first_interrupt();
+
+// The temporary file a document is being written to (output_files.cpp): the handler removes it before it
+// ends the process, so that an interrupt leaves no half-written file beside the target. One at a time; ""
+// forgets it. Set it with the signals held (InterruptsHeld) from the moment the file is created.
+void remove_on_interrupt(const std::string& path);
+
+// SIGINT and SIGTERM held for this thread while the object lives, then delivered.
+class InterruptsHeld {
+ public:
+  InterruptsHeld();
+  ~InterruptsHeld();
+  InterruptsHeld(const InterruptsHeld&) = delete;
+  InterruptsHeld& operator=(const InterruptsHeld&) = delete;
+
+ private:
+  sigset_t previous_;
+};
 
 }  // namespace faprobe
