@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/result_documents.hpp"
 #include "harness/compare.hpp"
 #include "harness/output_files.hpp"
 #include "harness/progress.hpp"
@@ -57,8 +58,12 @@ int run_compare(const CompareOptions& options) {
     base = {options.files[0]};
     next = {options.files[1]};
   }
-  // The outputs are checked before anything is read; a document on stdout ("-") puts the table on stderr.
+  // The outputs are checked before anything is read, and none may be an input (it would be replaced by the
+  // comparison of what was read from it); a document on stdout ("-") puts the table on stderr.
   const OutputTargets targets = check_outputs({"", options.json, "", options.md});
+  std::vector<std::string> inputs = base;
+  inputs.insert(inputs.end(), next.begin(), next.end());
+  refuse_inputs_as_outputs(targets, inputs, "the comparison");
   std::ostream& table = targets.uses_stdout() ? std::cerr : std::cout;
 
   const std::string base_flag = within ? "FILE" : options.base.empty() ? "BASE" : "--base";

@@ -49,7 +49,7 @@ void refuse_inputs_as_outputs(const OutputTargets& targets, const std::vector<st
     for (const std::string& file : inputs) {
       std::error_code error;
       if (target->kind == OutputKind::regular_file && std::filesystem::equivalent(file, target->file, error)) {
-        throw UsageError(fmt::format("{} is also an input (FILE {}): write {} to another file", target->name(), file, what));
+        throw UsageError(fmt::format("{} is also an input ({}): write {} to another file", target->name(), file, what));
       }
     }
   }

@@ -1,4 +1,5 @@
-// What `report` and `merge` share: they write documents from records read back from result files.
+// What `report` and `merge` share: they write documents from records read back from result files (and
+// `compare` refuses, as they do, an output that is one of its inputs).
 //
 // The --json document keeps where its records came from: with one input that was itself a --json document,
 // its metadata (host, devices, rates, command) is kept as it was; with several, each input document's
