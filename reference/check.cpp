@@ -71,30 +71,31 @@ void to_json(nlohmann::json& out, const VerifyResult& result) {
 }
 
 void from_json(const nlohmann::json& in, VerifyResult& result) {
-  result.max_abs_diff = json_difference(in.at("max_abs_diff"), "verify.max_abs_diff");
-  result.max_rel_diff = json_difference(in.at("max_rel_diff"), "verify.max_rel_diff");
-  result.tolerance = json_difference(in.at("tolerance"), "verify.tolerance");
-  result.rows_checked = json_int64(in.at("rows_checked"), "verify.rows_checked");
-  result.heads_checked = json_int64(in.at("heads_checked"), "verify.heads_checked");
-  result.passed = in.at("passed").get<bool>();
+  auto member = [&](const char* key) -> const nlohmann::json& { return json_member(in, key, std::string("verify.") + key); };
+  result.max_abs_diff = json_difference(member("max_abs_diff"), "verify.max_abs_diff");
+  result.max_rel_diff = json_difference(member("max_rel_diff"), "verify.max_rel_diff");
+  result.tolerance = json_difference(member("tolerance"), "verify.tolerance");
+  result.rows_checked = json_int64(member("rows_checked"), "verify.rows_checked");
+  result.heads_checked = json_int64(member("heads_checked"), "verify.heads_checked");
+  result.passed = json_bool(member("passed"), "verify.passed");
   // Absent in records written before the LSE was checked: not checked.
-  result.lse_checked = in.contains("lse_checked") && in.at("lse_checked").get<bool>();
+  result.lse_checked = in.contains("lse_checked") && json_bool(in.at("lse_checked"), "verify.lse_checked");
   result.lse_max_abs_diff = result.lse_tolerance = 0;
   if (result.lse_checked) {
-    result.lse_max_abs_diff = json_difference(in.at("lse_max_abs_diff"), "verify.lse_max_abs_diff");
-    result.lse_tolerance = json_difference(in.at("lse_tolerance"), "verify.lse_tolerance");
+    result.lse_max_abs_diff = json_difference(member("lse_max_abs_diff"), "verify.lse_max_abs_diff");
+    result.lse_tolerance = json_difference(member("lse_tolerance"), "verify.lse_tolerance");
   }
-  result.note = in.value("note", std::string());
+  result.note = in.contains("note") ? json_string(in.at("note"), "verify.note") : std::string();
   result.diagnosis.clear();  // optional: only failed checks since the explainer have one
   if (in.contains("diagnosis") && in["diagnosis"].is_array()) {
-    result.diagnosis = in["diagnosis"].get<std::vector<std::string>>();
+    result.diagnosis = json_strings(in["diagnosis"], "verify.diagnosis");
   }
   // Optional: fp8 records written since the exact-inputs error was measured.
   result.exact_inputs_checked = in.contains("exact_inputs_o_rms");
   result.exact_inputs_o_rms = result.exact_inputs_o_max_abs = 0;
   if (result.exact_inputs_checked) {
-    result.exact_inputs_o_rms = json_difference(in.at("exact_inputs_o_rms"), "verify.exact_inputs_o_rms");
-    result.exact_inputs_o_max_abs = json_difference(in.at("exact_inputs_o_max_abs"), "verify.exact_inputs_o_max_abs");
+    result.exact_inputs_o_rms = json_difference(member("exact_inputs_o_rms"), "verify.exact_inputs_o_rms");
+    result.exact_inputs_o_max_abs = json_difference(member("exact_inputs_o_max_abs"), "verify.exact_inputs_o_max_abs");
   }
 }
 

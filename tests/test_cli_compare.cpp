@@ -1,8 +1,16 @@
 // `faprobe compare` and `faprobe report` end to end: exit statuses (0 no regression, 1 a regression, 2 bad
 // input), the outputs, and report's round trips. Timings are never asserted: a slower NEW is made by editing
 // a real run's records (its raw samples scaled), so the verdicts are known.
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -121,6 +129,176 @@ TEST_F(CliCompare, BadInputIsExitStatusTwo) {
     EXPECT_NE(bad.err.find(message), std::string::npos) << args << "\n" << bad.err;
   }
   EXPECT_EQ(faprobe("compare base.jsonl elsewhere.jsonl --ignore-device").status, 0);
+}
+
+// BASE timed, NEW a verify run of the same pairs: every pair is "timed → not timed", a regression as
+// "verified → not checked" is, and counted (the counts add up to the pairs; without it: "0 slower ... no
+// regression", exit 0).
+TEST_F(CliCompare, APairNoLongerTimedIsARegressionAndEveryPairIsCounted) {
+  const Result verified = faprobe("verify --config tiny.json --out verified.jsonl");
+  ASSERT_EQ(verified.status, 0) << verified.err;
+  const Result gate = faprobe("compare base.jsonl verified.jsonl --json diff.json");
+  EXPECT_EQ(gate.status, 1) << gate.out << gate.err;
+  EXPECT_NE(gate.out.find("timed → not timed  REGRESSION"), std::string::npos) << gate.out;
+  EXPECT_NE(gate.out.find("4 pairs: 0 slower, 0 faster, 0 same, 0 noise, 0 untested, 4 not timed"), std::string::npos)
+      << gate.out;
+  const nlohmann::json summary = nlohmann::json::parse(read_file(path("diff.json")))["summary"];
+  int counted = 0;
+  for (const char* count : {"slower", "faster", "same", "noise", "untested", "not_timed"}) counted += summary[count].get<int>();
+  EXPECT_EQ(counted, summary["pairs"].get<int>()) << summary;
+  EXPECT_EQ(summary["regressions"], 4);
+  // The other way round, NEW timed where BASE was not, is no regression.
+  EXPECT_EQ(faprobe("compare verified.jsonl base.jsonl").status, 0);
+}
+
+// Times that no run can have measured are bad input, naming the file, the line and the field: before, a
+// median of 0 or below made the pair vanish from the counts, and a negative sample or a subnormal median
+// gave ratios of -inf or NaN.
+TEST_F(CliCompare, ImpossibleTimesAreBadInput) {
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> forged = {
+      {[](nlohmann::json& t) { t["median"] = 0; }, "time_s.median: 0 is not a time"},
+      {[](nlohmann::json& t) { t["median"] = -1e-3; }, "time_s.median: -0.001 is not a time"},
+      {[](nlohmann::json& t) { t["median"] = nullptr; }, "time_s.median: expected a number of seconds, found null"},
+      {[](nlohmann::json& t) { t["median"] = 5e-320; }, "time_s.median: 5e-320 is not a time"},
+      {[](nlohmann::json& t) { t["mean"] = 0; }, "time_s.mean: 0 is not a time"},
+      {[](nlohmann::json& t) { t["samples_s"][3] = -1e-4; }, "time_s.samples_s: -0.0001 is not a time"},
+      {[](nlohmann::json& t) { t["samples_s"][0] = 1e-310; }, "time_s.samples_s: 1e-310 is not a time"},
+      {[](nlohmann::json& t) { t["q1"] = "fast"; }, "time_s.q1: expected a number of seconds, found string"},
+  };
+  for (const auto& [forge, message] : forged) {
+    int line = 0;
+    edited("forged.jsonl", [&, &forge = forge](nlohmann::json& r) {
+      if (++line == 3) forge(r["time_s"]);
+    });
+    const Result bad = faprobe("compare base.jsonl forged.jsonl");
+    EXPECT_EQ(bad.status, 2) << message << "\n" << bad.out << bad.err;
+    EXPECT_NE(bad.err.find("NEW forged.jsonl:3: not a faprobe record: " + message), std::string::npos) << bad.err;
+  }
+}
+
+// A file that is not what it should be is named with the line or record, the field and what was expected,
+// not with the JSON library's words ("type must be string, but is number", "key 'impl' not found").
+TEST_F(CliCompare, ErrorsNameTheFileTheRecordAndTheField) {
+  int line = 0;
+  edited("device.jsonl", [&](nlohmann::json& r) {
+    if (++line == 2) r["device"] = 5;
+  });
+  nlohmann::json document = nlohmann::json::parse(read_file(path("base.json")));
+  document["records"][1]["case"]["dtype"] = nullptr;
+  write("dtype.json", document.dump(2));
+  document.erase("records");
+  write("metadata.json", document.dump(2));  // a document without "records"
+  write("line.jsonl", R"({"schema": "faprobe/1", "host": {}})" "\n");
+  ASSERT_EQ(faprobe("compare base.jsonl base.json --json diff.json").status, 0);
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"compare base.jsonl device.jsonl", "NEW device.jsonl:2: not a faprobe record: device: expected a string, found 5"},
+           {"report dtype.json", "FILE dtype.json: record 2: not a faprobe record: case.dtype: expected a string, found null"},
+           {"compare base.jsonl metadata.json", "NEW metadata.json: one JSON object with neither \"records\""},
+           {"report line.jsonl", "FILE line.jsonl: one JSON object with neither \"records\""},
+           {"compare diff.json base.jsonl", "BASE diff.json: a comparison (the --json of faprobe compare), not the results of a run"},
+           {"merge diff.json --out m.jsonl", "PART diff.json: a comparison"}}) {
+    const Result bad = faprobe(args);
+    EXPECT_EQ(bad.status, 2) << args << "\n" << bad.err;
+    EXPECT_NE(bad.err.find(message), std::string::npos) << args << "\n" << bad.err;
+    EXPECT_EQ(bad.err.find("json.exception"), std::string::npos) << args << "\n" << bad.err;
+  }
+}
+
+// An output that is one of compare's inputs, by any name (./, a symbolic link, a hard link), is refused
+// before anything is read, and the input is left as it was.
+TEST_F(CliCompare, AnOutputThatIsAnInputIsRefused) {
+  fs::create_symlink("base.json", path("link.json"));
+  fs::create_hard_link(path("base.jsonl"), path("hard.jsonl"));
+  const std::string jsonl = read_file(path("base.jsonl")), json = read_file(path("base.json"));
+  for (const std::string args : {"compare base.jsonl base.json --md base.json",
+                                  "compare base.jsonl base.json --json ./base.jsonl",
+                                  "compare base.jsonl base.json --md link.json",
+                                  "compare base.jsonl base.json --json hard.jsonl",
+                                  "compare --base base.jsonl --new base.json --json base.json",
+                                  "compare base.json --baseline-impl cpu.naive --md link.json"}) {
+    const Result bad = faprobe(args);
+    EXPECT_EQ(bad.status, 2) << args << "\n" << bad.err;
+    EXPECT_NE(bad.err.find("is also an input"), std::string::npos) << args << "\n" << bad.err;
+    EXPECT_EQ(read_file(path("base.jsonl")), jsonl) << args;
+    EXPECT_EQ(read_file(path("base.json")), json) << args;
+  }
+}
+
+// Starts `faprobe ARGS` in the test's directory with its stdout into a one-page pipe that nobody reads (its
+// stderr to stderr.txt) and waits for its first bytes there: faprobe is then writing its table or a document
+// to stdout, more than the pipe holds, and cannot get past it to the files that follow until the pipe is
+// read. Then `signal`; the pipe is drained (so that nothing can block), and the exit status returned (-1:
+// killed by a signal; -2: nothing came; -3: no pipe of one page).
+int signal_while_writing_stdout(const fs::path& directory, const std::string& args, int signal) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return -3;
+  ::fcntl(fds[0], F_SETPIPE_SZ, 4096);  // one page
+  if (::fcntl(fds[0], F_GETPIPE_SZ) > 4096) {  // the outputs below are larger than this; not a 64 KiB pipe
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return -3;
+  }
+  const std::string command = "exec '" FAPROBE_BINARY "' " + args;
+  const pid_t child = fork();
+  if (child == 0) {
+    const int err = ::open((directory / "stderr.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (::chdir(directory.c_str()) != 0 || err < 0 || ::dup2(fds[1], STDOUT_FILENO) < 0 || ::dup2(err, STDERR_FILENO) < 0) _exit(99);
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(98);
+  }
+  ::close(fds[1]);
+  int queued = 0, raw = 0;
+  bool ended = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (::ioctl(fds[0], FIONREAD, &queued) == 0 && queued == 0 && std::chrono::steady_clock::now() < deadline) {
+    if ((ended = waitpid(child, &raw, WNOHANG) == child)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const bool writing = queued > 0;
+  if (!ended) ::kill(child, writing ? signal : SIGKILL);
+  char buffer[1 << 16];
+  while (::read(fds[0], buffer, sizeof(buffer)) > 0) {
+  }
+  ::close(fds[0]);
+  if (!ended) waitpid(child, &raw, 0);
+  if (!writing) return -2;
+  return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+// The documents a command would have written after stdout, and any temporary file of them, are absent.
+void expect_nothing_written(const fs::path& directory, const std::vector<std::string>& documents) {
+  for (const std::string& name : documents) EXPECT_FALSE(fs::exists(directory / name)) << name;
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory))
+    EXPECT_EQ(entry.path().filename().string().find(".partial."), std::string::npos) << entry.path();
+}
+
+// The first SIGTERM or SIGINT ends compare, report and merge at once with 130, whatever they are doing (here:
+// blocked on a full stdout), and leaves no document, whole or half.
+TEST_F(CliCompare, TheFirstSignalEndsCompareReportAndMergeWith130) {
+  std::string many;  // 50 seeds of the run's 4 pairs: a table larger than the pipe
+  for (int seed = 0; seed < 50; ++seed) {
+    for (const Record& record : read_jsonl(path("base.jsonl").string())) {
+      nlohmann::json value = record;
+      value["case"]["seed"] = seed;
+      many += value.dump() + "\n";
+    }
+  }
+  write("many.jsonl", many);
+  EXPECT_EQ(signal_while_writing_stdout(directory_, "compare many.jsonl many.jsonl --json d.json --md d.md", SIGTERM), 130)
+      << read_file(path("stderr.txt"));
+  expect_nothing_written(directory_, {"d.json", "d.md"});
+  EXPECT_EQ(signal_while_writing_stdout(directory_, "report many.jsonl --json r.json --csv r.csv", SIGINT), 130)
+      << read_file(path("stderr.txt"));
+  expect_nothing_written(directory_, {"r.json", "r.csv"});
+  for (const std::string shard : {"1/2", "2/2"}) {
+    const Result part = faprobe("sweep --config tiny.json --shard " + shard + " --out part" + shard.substr(0, 1) + ".jsonl");
+    ASSERT_EQ(part.status, 0) << part.err;
+  }
+  // merge writes --out, then the --json document (on stdout, where it blocks), then --csv.
+  EXPECT_EQ(signal_while_writing_stdout(directory_, "merge part1.jsonl part2.jsonl --out m.jsonl --json - --csv m.csv",
+                                        SIGTERM), 130)
+      << read_file(path("stderr.txt"));
+  expect_nothing_written(directory_, {"m.csv"});
 }
 
 TEST_F(CliCompare, ReportRebuildsEveryFormat) {

@@ -140,6 +140,43 @@ TEST(Compare, RecordsWithoutRawSamplesAreShownNotJudged) {
   EXPECT_EQ(c.exit_status(), kExitOk);
 }
 
+// A pair is counted once, under a verdict or as not timed, and the counts add up to the pairs (before, a
+// pair without a time on both sides was in none of them). BASE timed and NEW ok without a time (a verify
+// run of the same pairs) is a change of its own and a regression, as "verified → not checked" is.
+TEST(Compare, EveryPairIsCountedOnceAndALostTimeIsARegression) {
+  const auto raw = samples(1e-3, 0.02, 20);
+  Record untested = timed("cpu.tiled", 3, samples(2e-3, 0.02, 20)), lost = timed("cpu.tiled", 4, raw);
+  Record skipped = timed("cpu.tiled", 5, raw), gained = timed("cpu.tiled", 6, raw);
+  untested.time->samples_s.clear();
+  lost.time.reset();  // NEW verified the pair without timing it
+  skipped.time.reset();
+  skipped.status = Status::skipped;
+  gained.time.reset();  // BASE had no time, NEW has one
+  const Comparison c = compare_runs(
+      set_of({timed("cpu.tiled", 1, raw), timed("cpu.tiled", 2, raw), timed("cpu.tiled", 3, raw), timed("cpu.tiled", 4, raw),
+              skipped, gained}),
+      set_of({timed("cpu.tiled", 1, raw), timed("cpu.tiled", 2, samples(2e-3, 0.02, 20)), untested, lost, skipped,
+              timed("cpu.tiled", 6, raw)}),
+      {});
+  ASSERT_EQ(c.pairs.size(), 6u);
+  EXPECT_EQ(c.count(Verdict::same), 1);
+  EXPECT_EQ(c.count(Verdict::slower), 1);
+  EXPECT_EQ(c.count(Verdict::untested), 1);
+  EXPECT_EQ(c.not_timed(), 3);
+  const nlohmann::json summary = compare_json(c)["summary"];
+  int counted = 0;
+  for (const char* count : {"slower", "faster", "same", "noise", "untested", "not_timed"}) counted += summary[count].get<int>();
+  EXPECT_EQ(counted, summary["pairs"].get<int>()) << summary;
+  EXPECT_NE(compare_table(c).find("6 pairs: 1 slower, 0 faster, 1 same, 0 noise, 1 untested, 3 not timed"),
+            std::string::npos) << compare_table(c);
+  ASSERT_EQ(c.pairs[3].changes.size(), 1u);
+  EXPECT_EQ(c.pairs[3].changes[0].what, "timed → not timed");
+  EXPECT_TRUE(c.pairs[3].regression());
+  EXPECT_FALSE(c.pairs[4].regression());  // skipped in both
+  EXPECT_FALSE(c.pairs[5].regression());  // a time gained
+  EXPECT_EQ(c.regressions(), 2);           // the slower pair and the lost time
+}
+
 TEST(Compare, PartialOverlapListsBothSides) {
   const auto raw = samples(1e-3, 0.02, 20);
   const Comparison c = compare_runs(set_of({timed("cpu.tiled", 512, raw), timed("cpu.tiled", 1024, raw),

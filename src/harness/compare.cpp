@@ -73,6 +73,9 @@ std::vector<CheckChange> compare_checks(const Record& base, const Record& next) 
                                    next.reason.empty() ? "" : ": " + next.reason),
                        status_regressed(base.status, next.status)});
   }
+  // NEW ran the pair but did not time it (a verify run of BASE's pairs, a case no longer timed): the gate
+  // cannot judge its time, which is a regression as a lost check is.
+  if (timed(base) && !timed(next) && next.status == Status::ok) changes.push_back({"timed → not timed", true});
   const auto& before = base.verify;
   const auto& after = next.verify;
   if (before && !after && next.status == Status::ok) changes.push_back({"verified → not checked", true});
@@ -137,6 +140,10 @@ bool ComparedPair::regression() const {
 int Comparison::count(Verdict verdict) const {
   return int(std::count_if(pairs.begin(), pairs.end(),
                            [&](const ComparedPair& pair) { return pair.time && pair.time->verdict == verdict; }));
+}
+
+int Comparison::not_timed() const {
+  return int(std::count_if(pairs.begin(), pairs.end(), [](const ComparedPair& pair) { return !pair.time; }));
 }
 
 int Comparison::regressions() const {
@@ -263,9 +270,10 @@ std::string name_of(const ComparedPair& pair, bool within) {
 
 std::string summary_line(const Comparison& c) {
   const bool within = !c.settings.baseline_impl.empty();
-  std::string line = fmt::format("{} pairs: {} slower, {} faster, {} same, {} noise, {} untested", c.pairs.size(),
-                                 c.count(Verdict::slower), c.count(Verdict::faster), c.count(Verdict::same),
-                                 c.count(Verdict::noise), c.count(Verdict::untested));
+  std::string line = fmt::format("{} pairs: {} slower, {} faster, {} same, {} noise, {} untested, {} not timed",
+                                 c.pairs.size(), c.count(Verdict::slower), c.count(Verdict::faster),
+                                 c.count(Verdict::same), c.count(Verdict::noise), c.count(Verdict::untested),
+                                 c.not_timed());
   if (!within) line += fmt::format("; {} check changes", c.check_changes());
   if (!within) line += fmt::format("; {} only in BASE, {} only in NEW", c.only_base.size(), c.only_new.size());
   else line += fmt::format("; {} without a {} record", c.only_new.size(), c.settings.baseline_impl);
@@ -424,6 +432,7 @@ nlohmann::json compare_json(const Comparison& c) {
             {"same", c.count(Verdict::same)},
             {"noise", c.count(Verdict::noise)},
             {"untested", c.count(Verdict::untested)},
+            {"not_timed", c.not_timed()},
             {"check_changes", c.check_changes()},
             {"regressions", c.regressions()},
             {"exit_status", c.exit_status()}}}};

@@ -19,8 +19,12 @@
 //   same             within the threshold;
 //   untested         a side has no raw samples (records written before faprobe kept them): the ratio is shown,
 //                    nothing is judged.
+// A pair without a time on both sides is counted as "not timed"; the verdicts and it add up to the pairs.
+// Times are read as input (record.hpp): a median that is not a positive number of seconds, a negative,
+// infinite or subnormal sample, never reaches a ratio.
 // Checks (runs only; each is a row of its own and a regression whatever the times say):
 //   status           any change away from ok; to unsupported (a silent fallback); to mismatch or failed;
+//   not timed        BASE was timed, NEW ran the pair (ok) without a time (a verify run of the same pairs);
 //   not checked      BASE was verified, NEW was not (--no-verify, or a check that no longer runs);
 //   tolerance        NEW's tolerance is more than twice BASE's (the policy was loosened);
 //   max_abs_diff     NEW's error is more than twice BASE's and above 1 % of the tolerance (below that, a
@@ -79,6 +83,7 @@ struct Comparison {
   std::vector<SourcedRecord> only_base, only_new;  // --baseline-impl: only_new = cases without NAME's record
   std::vector<std::string> notes;                   // e.g. pairs matched only on other devices
   int count(Verdict verdict) const;
+  int not_timed() const;    // pairs without a time on both sides: with the verdicts' counts, every pair once
   int regressions() const;  // pairs with regression()
   int check_changes() const;
   int exit_status() const;  // DESIGN.md: 0 none, 1 a regression (runs only)

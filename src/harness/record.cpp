@@ -1,5 +1,6 @@
 #include "harness/record.hpp"
 
+#include <cmath>
 #include <stdexcept>
 
 #include "model/json_number.hpp"
@@ -90,55 +91,95 @@ void to_json(nlohmann::json& out, const Record& record) {
   }
 }
 
+namespace {
+
+// A time read back, in seconds: finite and not negative, and not subnormal (no clock measures 1e-310 s);
+// `positive`: above 0 too (a median or a mean). Anything else is a damaged or forged record, which compare
+// would turn into ratios of inf or NaN.
+double json_seconds(const nlohmann::json& value, const std::string& name, bool positive) {
+  if (!value.is_number()) {
+    throw std::invalid_argument(name + ": expected a number of seconds, found " + json_value_text(value));
+  }
+  const double seconds = value.get<double>();
+  const bool usable = std::isfinite(seconds) && seconds >= 0 && (seconds == 0 ? !positive : std::isnormal(seconds));
+  if (!usable) {
+    throw std::invalid_argument(name + ": " + value.dump() + " is not a time (expected " +
+                                (positive ? "a positive" : "a non-negative") + " finite number of seconds)");
+  }
+  return seconds;
+}
+
+}  // namespace
+
 void from_json(const nlohmann::json& in, Record& record) {
-  record.impl = in.at("impl").get<std::string>();
-  record.device = in.at("device").get<std::string>();
-  record.c = in.at("case").get<Case>();
-  record.status = parse_status(in.at("status").get<std::string>());
-  record.reason = in.value("reason", std::string());
+  if (!in.is_object()) throw std::invalid_argument("expected a record (a JSON object), found " + json_value_text(in));
+  auto text = [&](const char* key) { return json_string(json_member(in, key, key), key); };
+  auto optional_text = [&](const char* key) {
+    return in.contains(key) && !in[key].is_null() ? json_string(in[key], key) : std::string();
+  };
+  record.impl = text("impl");
+  record.device = text("device");
+  record.c = json_member(in, "case", "case").get<Case>();
+  record.status = parse_status(text("status"));
+  record.reason = optional_text("reason");
   record.time.reset();
   if (in.contains("time_s") && in["time_s"].is_object()) {
     const auto& t = in["time_s"];
-    record.time = TimeStats{t.at("median").get<double>(), t.at("mean").get<double>(), t.at("min").get<double>(),
-                            t.at("max").get<double>(),    t.at("q1").get<double>(),   t.at("q3").get<double>(),
-                            t.at("stddev").get<double>(), json_int64(t.at("samples"), "time_s.samples"), {}};
+    auto seconds = [&](const char* key, bool positive) {
+      const std::string name = std::string("time_s.") + key;
+      return json_seconds(json_member(t, key, name), name, positive);
+    };
+    record.time = TimeStats{seconds("median", true), seconds("mean", true), seconds("min", false),
+                            seconds("max", false),   seconds("q1", false),  seconds("q3", false),
+                            seconds("stddev", false), json_int64(json_member(t, "samples", "time_s.samples"), "time_s.samples"), {}};
     if (t.contains("samples_s") && !t["samples_s"].is_null()) {
-      record.time->samples_s = t["samples_s"].get<std::vector<double>>();
-      if (record.time->samples_s.size() > kMaxKeptSamples) {
+      if (!t["samples_s"].is_array()) {
+        throw std::invalid_argument("time_s.samples_s: expected a list of seconds, found " + json_value_text(t["samples_s"]));
+      }
+      if (t["samples_s"].size() > kMaxKeptSamples) {
         throw std::invalid_argument("time_s.samples_s holds more than " + std::to_string(kMaxKeptSamples) + " samples");
+      }
+      for (const nlohmann::json& sample : t["samples_s"]) {
+        record.time->samples_s.push_back(json_seconds(sample, "time_s.samples_s", false));
       }
     }
     // Both optional: records written before --interleave were all sequential.
-    if (t.contains("order") && !t["order"].is_null()) record.time->order = parse_sample_order(t["order"].get<std::string>());
+    if (t.contains("order") && !t["order"].is_null()) record.time->order = parse_sample_order(json_string(t["order"], "time_s.order"));
     if (t.contains("interleaved_with") && !t["interleaved_with"].is_null()) {
-      record.time->interleaved_with = t["interleaved_with"].get<std::vector<std::string>>();
+      record.time->interleaved_with = json_strings(t["interleaved_with"], "time_s.interleaved_with");
     }
+  } else if (in.contains("time_s") && !in["time_s"].is_null()) {
+    throw std::invalid_argument("time_s: expected an object or null (not timed), found " + json_value_text(in["time_s"]));
   }
-  record.predicted_time_s = in.value("predicted_time_s", 0.0);
+  record.predicted_time_s =
+      in.contains("predicted_time_s") ? json_double(in["predicted_time_s"], "predicted_time_s") : 0.0;
   record.bandwidth_fraction.reset();  // optional: records written before it existed have none
   if (in.contains("bandwidth_fraction") && in["bandwidth_fraction"].is_number()) {
     record.bandwidth_fraction = in["bandwidth_fraction"].get<double>();
   }
-  const auto& memory = in.at("memory");
-  record.memory = {json_uint64(memory.at("peak_bytes"), "memory.peak_bytes"),
-                   json_uint64(memory.at("workspace_bytes"), "memory.workspace_bytes"),
-                   json_uint64(memory.at("predicted_bytes"), "memory.predicted_bytes")};
+  const auto& memory = json_member(in, "memory", "memory");
+  record.memory = {json_uint64(json_member(memory, "peak_bytes", "memory.peak_bytes"), "memory.peak_bytes"),
+                   json_uint64(json_member(memory, "workspace_bytes", "memory.workspace_bytes"), "memory.workspace_bytes"),
+                   json_uint64(json_member(memory, "predicted_bytes", "memory.predicted_bytes"), "memory.predicted_bytes")};
   record.verify.reset();
   if (in.contains("verify") && in["verify"].is_object()) record.verify = in["verify"].get<VerifyResult>();
   record.details = in.value("details", nlohmann::json::object());
-  record.repro.clear();  // optional: records written before it existed have none
-  if (in.contains("repro") && !in["repro"].is_null()) record.repro = in["repro"].get<std::string>();
+  record.repro = optional_text("repro");  // optional: records written before it existed have none
   record.shard.reset();  // optional: absent when not sharded
   if (in.contains("shard") && !in["shard"].is_null()) {
     const auto& shard = in["shard"];
+    auto shard_text = [&](const char* key, const char* name) {
+      return shard.contains(key) ? json_string(shard[key], name) : std::string();
+    };
     ShardTag tag;
-    tag.index = static_cast<int>(json_int64(shard.at("index"), "shard.index"));
-    tag.count = static_cast<int>(json_int64(shard.at("count"), "shard.count"));
-    tag.plan_fingerprint = shard.at("plan_fingerprint").get<std::string>();
+    tag.index = static_cast<int>(json_int64(json_member(shard, "index", "shard.index"), "shard.index"));
+    tag.count = static_cast<int>(json_int64(json_member(shard, "count", "shard.count"), "shard.count"));
+    tag.plan_fingerprint =
+        json_string(json_member(shard, "plan_fingerprint", "shard.plan_fingerprint"), "shard.plan_fingerprint");
     // Optional: records of the first sharded runs have none of them.
     if (shard.contains("pairs")) tag.pairs = json_int64(shard["pairs"], "shard.pairs");
-    tag.host = shard.value("host", std::string());
-    tag.cuda_visible_devices = shard.value("cuda_visible_devices", std::string());
+    tag.host = shard_text("host", "shard.host");
+    tag.cuda_visible_devices = shard_text("cuda_visible_devices", "shard.cuda_visible_devices");
     if (tag.pairs < 0) throw std::invalid_argument("shard.pairs is negative");
     if (tag.count < 1 || tag.index < 1 || tag.index > tag.count) {
       throw std::invalid_argument("shard: index " + std::to_string(tag.index) + " of " + std::to_string(tag.count) +

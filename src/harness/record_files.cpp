@@ -12,14 +12,26 @@ namespace faprobe {
 namespace {
 
 // The text as a --json document, or null when it is not one (then it is read as JSONL). A document is one
-// JSON object holding "records"; a JSONL of one record is one JSON object too, but without "records".
-nlohmann::json as_document(const std::string& text) {
+// JSON object holding "records"; a JSONL of one record is one JSON object too, but without "records", with
+// "impl". One object with neither is no result file: a UsageError "<prefix>: ..." saying what it is.
+nlohmann::json as_document(const std::string& text, const std::string& prefix) {
   const std::size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos || text[first] != '{') return nullptr;
   if (json_nesting_depth(text) > kMaxRecordDepth + 2) return nullptr;  // + the document and its list; JSONL then says why
   nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded() || !value.is_object() || !value.contains("records")) return nullptr;
-  return value;
+  if (value.is_discarded() || !value.is_object()) return nullptr;
+  if (value.contains("records")) return value;
+  if (value.contains("kind") && value["kind"] == "compare") {
+    throw UsageError(fmt::format("{}: a comparison (the --json of faprobe compare), not the results of a run: give "
+                                 "the --out JSONL or the --json document of sweep, verify or run",
+                                 prefix));
+  }
+  if (!value.contains("impl")) {
+    throw UsageError(fmt::format("{}: one JSON object with neither \"records\" (a --json result document) nor "
+                                 "\"impl\" (a record of a --out JSONL): not a faprobe result file",
+                                 prefix));
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -29,7 +41,7 @@ ResultFile read_result_file(const std::string& path, std::string_view what) {
   file.path = path;
   const std::string prefix = fmt::format("{} {}", what, path);
   const std::string text = read_text_file(path, what, kMaxJsonlBytes);
-  nlohmann::json document = as_document(text);
+  nlohmann::json document = as_document(text, prefix);
   if (document.is_null()) {
     // parse_resume_jsonl names the line ("PATH:LINE: why"); the flag goes in front.
     try {
@@ -43,7 +55,8 @@ ResultFile read_result_file(const std::string& path, std::string_view what) {
     return file;
   }
   file.document = true;
-  const std::string schema = document.value("schema", std::string());
+  const nlohmann::json schema_value = document.value("schema", nlohmann::json(""));
+  const std::string schema = schema_value.is_string() ? schema_value.get<std::string>() : schema_value.dump();
   if (schema != kSchema) {
     throw UsageError(fmt::format("{}: schema '{}', not {} (not a faprobe result file?)", prefix, schema, kSchema));
   }

@@ -193,7 +193,10 @@ void to_json(nlohmann::json& out, const Case& c) {
 
 void from_json(const nlohmann::json& in, Case& c) {
   // Every integer through json_int64/json_uint64: a case may come from a file faprobe did not write.
-  auto integer = [&](const char* key) { return json_int64(in.at(key), std::string("case.") + key); };
+  if (!in.is_object()) throw std::invalid_argument("case: expected an object, found " + json_value_text(in));
+  auto member = [&](const char* key) -> const nlohmann::json& { return json_member(in, key, std::string("case.") + key); };
+  auto integer = [&](const char* key) { return json_int64(member(key), std::string("case.") + key); };
+  auto text = [&](const char* key) { return json_string(member(key), std::string("case.") + key); };
   auto optional_integer = [&](const char* key) {
     return in.contains(key) ? json_int64(in.at(key), std::string("case.") + key) : std::int64_t{0};
   };
@@ -203,20 +206,23 @@ void from_json(const nlohmann::json& in, Case& c) {
   c.seq_q = integer("seq_q");
   c.seq_k = integer("seq_k");
   c.head_dim = integer("head_dim");
-  c.dtype = parse_dtype(in.at("dtype").get<std::string>(), "case.dtype");
-  c.mask = parse_mask(in.at("mask").get<std::string>(), "case.mask");
-  c.mode = parse_mode(in.at("mode").get<std::string>(), "case.mode");
+  c.dtype = parse_dtype(text("dtype"), "case.dtype");
+  c.mask = parse_mask(text("mask"), "case.mask");
+  c.mode = parse_mode(text("mode"), "case.mode");
   c.seed = in.contains("seed") ? json_uint64(in.at("seed"), "case.seed") : std::uint64_t{0};
   c.page_size = optional_integer("page_size");
   c.seqlens.clear();
   if (in.contains("seqlens")) {
-    for (const nlohmann::json& length : in.at("seqlens").get_ref<const nlohmann::json::array_t&>()) {
+    if (!in.at("seqlens").is_array()) {
+      throw std::invalid_argument("case.seqlens: expected a list of lengths, found " + json_value_text(in.at("seqlens")));
+    }
+    for (const nlohmann::json& length : in.at("seqlens")) {
       c.seqlens.push_back(json_int64(length, "case.seqlens"));
     }
   }
   c.splits = optional_integer("splits");
   // Absent in records of normal inputs (and in every record written before there was a choice).
-  c.inputs = in.contains("inputs") ? parse_inputs(in.at("inputs").get<std::string>(), "case.inputs")
+  c.inputs = in.contains("inputs") ? parse_inputs(text("inputs"), "case.inputs")
                                    : InputDistribution::normal;
 }
 
