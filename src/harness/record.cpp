@@ -132,18 +132,25 @@ void from_json(const nlohmann::json& in, Record& record) {
   if (in.contains("shard") && !in["shard"].is_null()) {
     const auto& shard = in["shard"];
     ShardTag tag;
-    tag.index = static_cast<int>(json_int64(shard.at("index"), "shard.index"));
-    tag.count = static_cast<int>(json_int64(shard.at("count"), "shard.count"));
+    // Bounded before they are narrowed to int: a file's count is input, held to --shard's own limit.
+    const std::int64_t index = json_int64(shard.at("index"), "shard.index");
+    const std::int64_t count = json_int64(shard.at("count"), "shard.count");
+    if (count < 1 || count > kMaxShards) {
+      throw std::invalid_argument("shard.count " + std::to_string(count) + " (allowed: 1 <= count <= " +
+                                  std::to_string(kMaxShards) + ", as for --shard)");
+    }
+    if (index < 1 || index > count) {
+      throw std::invalid_argument("shard.index " + std::to_string(index) + " of " + std::to_string(count) +
+                                  " (allowed: 1 <= index <= count)");
+    }
+    tag.index = static_cast<int>(index);
+    tag.count = static_cast<int>(count);
     tag.plan_fingerprint = shard.at("plan_fingerprint").get<std::string>();
     // Optional: records of the first sharded runs have none of them.
     if (shard.contains("pairs")) tag.pairs = json_int64(shard["pairs"], "shard.pairs");
     tag.host = shard.value("host", std::string());
     tag.cuda_visible_devices = shard.value("cuda_visible_devices", std::string());
     if (tag.pairs < 0) throw std::invalid_argument("shard.pairs is negative");
-    if (tag.count < 1 || tag.index < 1 || tag.index > tag.count) {
-      throw std::invalid_argument("shard: index " + std::to_string(tag.index) + " of " + std::to_string(tag.count) +
-                                  " (allowed: 1 <= index <= count)");
-    }
     record.shard = std::move(tag);
   }
 }
