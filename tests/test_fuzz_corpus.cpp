@@ -49,7 +49,8 @@ std::string target_name(const ::testing::TestParamInfo<Target>& target) { return
 
 INSTANTIATE_TEST_SUITE_P(Targets, FuzzCorpus,
                          ::testing::Values(Target{"npy", npy_reader}, Target{"config", config_plan},
-                                           Target{"range", range_grammar}, Target{"resume", resume_jsonl}),
+                                           Target{"range", range_grammar}, Target{"resume", resume_jsonl},
+                                           Target{"result", result_file}, Target{"merge", merge_parts}),
                          target_name);
 
 }  // namespace

@@ -218,6 +218,21 @@ TEST(ResumeFile, HostileRecordsAreUsageErrorsNamingTheLine) {
             std::string::npos);
 }
 
+// A line far longer than any record (a hostile or mistaken file) is refused before it is parsed, naming the
+// file and the line, torn last line or not; one of exactly the limit is parsed as any line is.
+TEST(ResumeFile, ALineLongerThanTheLimitIsRefusedBeforeItIsParsed) {
+  const std::string huge = "{\"impl\": \"" + std::string(kMaxRecordLineBytes, 'x') + "\"}";
+  for (const std::string& ending : {std::string("\n"), std::string()}) {
+    const std::string message =
+        usage_error([&] { parse_resume_jsonl(line_of(sample_record(64)) + huge + ending, "r.jsonl"); });
+    EXPECT_NE(message.find("r.jsonl:2: a line of 1048588 bytes, more than the 1 MiB"), std::string::npos) << message;
+  }
+  std::string at_limit = line_of(sample_record(64));
+  at_limit.insert(at_limit.size() - 2, std::string(kMaxRecordLineBytes + 1 - at_limit.size(), ' '));  // '}' and '\n' last
+  ASSERT_EQ(at_limit.size(), kMaxRecordLineBytes + 1);
+  EXPECT_EQ(parse_resume_jsonl(at_limit, "r.jsonl").records.size(), 1u);
+}
+
 TEST(ResumeFile, RandomCorruptionsAreRecordsOrUsageErrorsNeverAnythingElse) {
   // A small fuzz run (the libFuzzer harness goes further): random bytes overwritten, inserted or cut.
   const std::string valid = three_records();
@@ -445,6 +460,28 @@ TEST_F(OutputFiles, OutIsLockedWhileItIsOpen) {
   again.truncate(5);
   EXPECT_FALSE(again.append("end\n"));
   EXPECT_EQ(read("r.jsonl"), "line\nend\n");
+}
+
+// merge --out: of two processes that checked one new name before either wrote it (the race of two merges
+// into one --out), exactly one writes it; the other is refused in one line and replaces nothing, and no
+// temporary file is left behind.
+TEST_F(OutputFiles, ANewDocumentIsWrittenByExactlyOneOfTwoWritersAndNeverReplaced) {
+  const OutputTarget first = check_output("--out", path("merged.jsonl"), OutputUse::document);
+  const OutputTarget second = check_output("--out", path("merged.jsonl"), OutputUse::document);
+  write_new_document(first, "first\n");
+  const std::string message = usage_error([&] { write_new_document(second, "second\n"); });
+  EXPECT_EQ(message, "--out " + path("merged.jsonl") +
+                         ": was created by another process while this one ran; it is left as it is and this result "
+                         "was not written (give a new file)");
+  EXPECT_EQ(read("merged.jsonl"), "first\n");
+  EXPECT_EQ(names(), std::vector<std::string>{"merged.jsonl"});
+  // A file put there by anything else is not replaced either.
+  write("other.jsonl", "theirs\n");
+  EXPECT_NE(usage_error([&] {
+              write_new_document(check_output("--out", path("other.jsonl"), OutputUse::document), "mine\n");
+            }).find("was created by another process"),
+            std::string::npos);
+  EXPECT_EQ(read("other.jsonl"), "theirs\n");
 }
 
 }  // namespace

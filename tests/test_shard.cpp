@@ -130,6 +130,32 @@ TEST(Shard, RecordsKeepTheirShardThroughJsonAndABadOneIsRefused) {
   EXPECT_ANY_THROW((void)bad.get<Record>());
 }
 
+// A count read from a file is input: held to --shard's limit before anything is sized by it, and never
+// narrowed to a negative int (10^12) or a huge one (2^31 - 1, which once made merge allocate per shard).
+TEST(Shard, AShardCountOrIndexFromAFileIsBoundedAsShardIs) {
+  Record record;
+  record.impl = "cpu.tiled";
+  record.device = "cpu";
+  record.status = Status::skipped;
+  record.shard = ShardTag{1, kMaxShards, "0123456789abcdef", 1, "", ""};
+  const nlohmann::json at_limit = record;
+  EXPECT_EQ(at_limit.get<Record>().shard->count, kMaxShards);
+  for (const std::int64_t count : {std::int64_t(kMaxShards) + 1, std::int64_t(2147483647), std::int64_t(1000000000000)}) {
+    nlohmann::json bad = at_limit;
+    bad["shard"]["count"] = count;
+    try {
+      (void)bad.get<Record>();
+      ADD_FAILURE() << "count " << count << " was accepted";
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find("shard.count " + std::to_string(count)), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find("<= 100000"), std::string::npos) << error.what();
+    }
+  }
+  nlohmann::json bad = at_limit;
+  bad["shard"]["index"] = std::int64_t(1) << 32 | 1;  // 1 once narrowed to int
+  EXPECT_THROW((void)bad.get<Record>(), std::invalid_argument);
+}
+
 Shard slurm(const std::map<std::string, std::string>& environment) {
   return slurm_shard([&](const char* name) -> const char* {
     const auto found = environment.find(name);
@@ -165,6 +191,19 @@ TEST(Shard, SlurmArrayTasksAndSrunTasksAreShards) {
   EXPECT_NE(slurm_error({{"SLURM_ARRAY_TASK_ID", "5"}, {"SLURM_ARRAY_TASK_COUNT", "3"}, {"SLURM_ARRAY_TASK_MIN", "1"}})
                 .find("sbatch --array=1-3"),
             std::string::npos);  // a list like --array=1,2,5 is not a range
+  // More tasks than shards: the advice names the limit, not a range that would be refused too.
+  const std::string too_many =
+      slurm_error({{"SLURM_ARRAY_TASK_ID", "7"}, {"SLURM_ARRAY_TASK_COUNT", "200000"}, {"SLURM_ARRAY_TASK_MIN", "1"}});
+  EXPECT_NE(too_many.find("SLURM_ARRAY_TASK_COUNT=200000"), std::string::npos) << too_many;
+  EXPECT_NE(too_many.find("at most 100000"), std::string::npos) << too_many;
+  EXPECT_EQ(too_many.find("--array=1-200000"), std::string::npos) << too_many;
+  EXPECT_NE(slurm_error({{"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "200000"}}).find("at most 100000"), std::string::npos);
+  // Without the array's first task a task cannot be placed: refused, never shard 1 for every task.
+  const std::string unplaced = slurm_error({{"SLURM_ARRAY_TASK_ID", "3"}, {"SLURM_ARRAY_TASK_COUNT", "3"}});
+  EXPECT_NE(unplaced.find("array task 3 of 3 cannot be placed: SLURM_ARRAY_TASK_MIN"), std::string::npos) << unplaced;
+  shard = slurm({{"SLURM_ARRAY_TASK_ID", "9"}, {"SLURM_ARRAY_TASK_COUNT", "1"}});  // one task: it is the array
+  EXPECT_EQ(shard.index, 1);
+  EXPECT_EQ(shard.count, 1);
   EXPECT_NE(slurm_error({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "4"}}).find("SLURM_PROCID='x' is not a whole number"),
             std::string::npos);
   EXPECT_NE(slurm_error({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}).find("not below SLURM_NTASKS"),
@@ -291,6 +330,58 @@ TEST(Merge, ADuplicateIsRefusedUnlessAllowedThenTheBetterMeasuredIsKept) {
     if (record.shard->index == 1) {
       EXPECT_EQ(record.time->samples, 40);
     }
+}
+
+// Without the plan a shard's own count of pairs is the check: one more record than that (a pair of another
+// run appended to its file) is refused, naming the shard, not merged as if it were the plan's.
+TEST(Merge, AShardHoldingMoreRecordsThanItsPairsIsRefusedWithoutThePlan) {
+  const Plan plan = default_sweep_plan();
+  std::vector<ResultFile> files = shard_files(plan, 3);
+  Record foreign = files[0].records.front();
+  foreign.c.seq_q = foreign.c.seq_k = 96;  // not a pair of this plan
+  files[0].records.push_back(foreign);
+  const std::string refused = merge_error(files);
+  EXPECT_NE(refused.find("shard 1 holds " + std::to_string(files[0].records.size()) + " records, more than its " +
+                         std::to_string(files[0].records.size() - 1) + " pairs"),
+            std::string::npos)
+      << refused;
+  MergeOptions options;  // with the plan, the pair itself is named
+  options.plan = plan_pairs(plan);
+  EXPECT_NE(merge_error(files, options).find("is not a pair of plan"), std::string::npos);
+}
+
+// report's gate over shards (shard_gaps): whole shards say nothing; a missing shard, a short one and an
+// over-full one are named with their plan; a count of 100000 with one record present names 20 and counts the
+// rest, in one short line.
+TEST(Merge, ShardGapsNameMissingShortAndOverfullShardsOfEachPlan) {
+  const Plan plan = default_sweep_plan();
+  const auto all_records = [](const std::vector<ResultFile>& files) {
+    std::vector<Record> records;
+    for (const ResultFile& file : files) records.insert(records.end(), file.records.begin(), file.records.end());
+    return records;
+  };
+  std::vector<ResultFile> files = shard_files(plan, 3);
+  EXPECT_TRUE(shard_gaps(all_records(files)).empty());
+  std::vector<Record> twice = all_records(files);  // the same pairs on a second device count once
+  for (Record record : all_records(files)) {
+    record.device = "NVIDIA H200";
+    twice.push_back(record);
+  }
+  EXPECT_TRUE(shard_gaps(twice).empty());
+  files.erase(files.begin() + 1);
+  files[1].records.pop_back();
+  const std::vector<std::string> gaps = shard_gaps(all_records(files));
+  ASSERT_EQ(gaps.size(), 2u);
+  EXPECT_NE(gaps[0].find("missing shard (no records): 2/3"), std::string::npos) << gaps[0];
+  EXPECT_NE(gaps[1].find("shard 3: "), std::string::npos) << gaps[1];
+  std::vector<Record> one = {files[0].records.front()};
+  one[0].shard->count = kMaxShards;
+  one[0].shard->pairs = 1;
+  const std::vector<std::string> wide = shard_gaps(one);
+  ASSERT_EQ(wide.size(), 1u);
+  EXPECT_NE(wide[0].find("2/100000, 3/100000"), std::string::npos) << wide[0];
+  EXPECT_NE(wide[0].find(" and 99979 more"), std::string::npos) << wide[0];
+  EXPECT_LT(wide[0].size(), 400u);
 }
 
 TEST(Merge, BetterMeasuredPrefersMeasuredThenAMismatchThenSamplesThenSpread) {

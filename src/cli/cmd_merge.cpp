@@ -11,7 +11,9 @@
 // a sweep and a verify would narrow it here.
 //
 // --out is a new file, never an existing one: a merge does not overwrite a result. It is written whole
-// (beside its target, then renamed), so a crash leaves no half-merged file.
+// (beside its target, then linked to its name only if the name is still free: harness/output_files.hpp,
+// write_new_document), so a crash leaves no half-merged file, and of two merges into one new name exactly
+// one succeeds; the other says so in one line (exit 2).
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -131,9 +133,8 @@ int run_merge(const MergeOptions& options) {
     });
   }
   if (!result.missing_shards.empty()) {
-    std::vector<std::string> names;
-    for (const int shard : result.missing_shards) names.push_back(fmt::format("{}/{}", shard, result.shard_count));
-    fmt::print(stderr, "missing shard{} (no records): {}\n", names.size() == 1 ? "" : "s", fmt::join(names, ", "));
+    fmt::print(stderr, "missing shard{} (no records): {}\n", result.missing_shards.size() == 1 ? "" : "s",
+               describe_missing_shards(result.missing_shards, result.shard_count));
   }
   if (!result.incomplete_shards.empty()) {
     fmt::print(stderr, "incomplete:\n");
@@ -157,7 +158,7 @@ int run_merge(const MergeOptions& options) {
   metadata["merge"]["shards"] = result.shard_count;
   metadata["merge"]["complete"] = result.complete();
   metadata["merge"]["plan_checked"] = result.plan_checked;
-  write_document(out, jsonl_document(result.records));
+  write_new_document(out, jsonl_document(result.records));  // of two merges into one name, one wins
   if (targets.json) write_document(*targets.json, json_document(metadata, result.records));
   if (targets.csv) write_document(*targets.csv, csv_document(result.records));
   if (targets.md) write_document(*targets.md, markdown_document(result.records));

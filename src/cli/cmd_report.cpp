@@ -1,8 +1,11 @@
 // faprobe report: the table and every output format rebuilt from saved records, without running anything.
 // Several files are merged in the order given (the shards of one sweep, a run and its resumption); the same
 // (implementation, case) on the same device twice is an error naming both places (harness/record_files.hpp).
-// The exit status is the one the runs would have had: 1 when a record is a mismatch or failed.
+// The exit status is the one the runs would have had: 1 when a record is a mismatch or failed, and 1 too
+// when the records are shards of a plan (--shard I/N) and a shard is missing or short of its pairs
+// (harness/merge.hpp: shard_gaps), so that `report shard-*.jsonl` gates a split sweep.
 // The --json document keeps where its records came from (cli/result_documents.hpp).
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -12,6 +15,7 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "cli/result_documents.hpp"
+#include "harness/merge.hpp"
 #include "harness/output_files.hpp"
 #include "harness/progress.hpp"
 #include "harness/record_files.hpp"
@@ -51,6 +55,12 @@ int run_report(const ReportOptions& options) {
              summary.failed_runs, summary.skipped, summary.unsupported);
   for (const OutputTarget* target : targets.documents())
     if (target->kind != OutputKind::standard_output) fmt::print(stderr, "wrote {}\n", target->path);
+  const std::vector<std::string> gaps = shard_gaps(records);
+  for (const std::string& gap : gaps) fmt::print(stderr, "incomplete: {}\n", gap);
+  if (!gaps.empty()) {
+    fmt::print(stderr, "report: the shards are not all in; run the missing ones (--resume continues a shard's own --out)\n");
+    return std::max(summary.exit_status(), int(kExitFailed));
+  }
   return summary.exit_status();
 }
 

@@ -34,7 +34,82 @@ std::string describe_shard(const ShardTag& shard) {
   return fmt::format("plan {}, {} shard{}", shard.plan_fingerprint, shard.count, shard.count == 1 ? "" : "s");
 }
 
+// Records and pairs per shard (1-based; index 0 unused) of one plan split `count` ways (count <= kMaxShards,
+// held there when the tags were read).
+struct ShardCounts {
+  explicit ShardCounts(int count)
+      : records(static_cast<std::size_t>(count) + 1, 0), pairs(static_cast<std::size_t>(count) + 1, 0) {}
+  std::vector<std::int64_t> records, pairs;  // pairs: 0 where no record says
+};
+
+// The shards with no record (without the plan every one is missing; with it only those given pairs) and
+// those with fewer records than pairs.
+void find_gaps(const ShardCounts& counts, bool plan_checked, std::vector<int>& missing,
+               std::vector<std::string>& incomplete) {
+  for (std::size_t shard = 1; shard < counts.records.size(); ++shard) {
+    if (counts.records[shard] == 0) {
+      if (!plan_checked || counts.pairs[shard] > 0) missing.push_back(static_cast<int>(shard));
+    } else if (counts.pairs[shard] > 0 && counts.records[shard] < counts.pairs[shard]) {
+      incomplete.push_back(fmt::format("shard {}: {} of its {} pairs", shard, counts.records[shard], counts.pairs[shard]));
+    }
+  }
+}
+
+// "shard 1 holds 16 records, more than its 15 pairs", or "" when no shard does.
+std::string overfull_shard(const ShardCounts& counts) {
+  for (std::size_t shard = 1; shard < counts.records.size(); ++shard) {
+    if (counts.pairs[shard] > 0 && counts.records[shard] > counts.pairs[shard]) {
+      return fmt::format("shard {} holds {} records, more than its {} pairs", shard, counts.records[shard],
+                         counts.pairs[shard]);
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+std::string describe_missing_shards(const std::vector<int>& shards, int count) {
+  constexpr std::size_t kNamed = 20;  // a count of up to kMaxShards never makes a line of them all
+  std::string text;
+  for (std::size_t i = 0; i < shards.size() && i < kNamed; ++i) {
+    text += fmt::format("{}{}/{}", i == 0 ? "" : ", ", shards[i], count);
+  }
+  if (shards.size() > kNamed) text += fmt::format(" and {} more", shards.size() - kNamed);
+  return text;
+}
+
+std::vector<std::string> shard_gaps(const std::vector<Record>& records) {
+  struct PlanShards {
+    ShardCounts counts;
+    std::set<std::string> keys;  // a pair counts once, whatever devices it ran on
+  };
+  std::map<std::pair<std::string, int>, PlanShards> plans;  // (fingerprint, count) → its shards
+  for (const Record& record : records) {
+    if (!record.shard) continue;
+    const ShardTag& shard = *record.shard;
+    auto found = plans.find({shard.plan_fingerprint, shard.count});
+    if (found == plans.end()) found = plans.emplace(std::make_pair(shard.plan_fingerprint, shard.count), PlanShards{ShardCounts(shard.count), {}}).first;
+    PlanShards& plan = found->second;
+    const auto index = static_cast<std::size_t>(shard.index);
+    if (plan.keys.insert(std::to_string(shard.index) + " " + record.key()).second) ++plan.counts.records[index];
+    if (shard.pairs > 0) plan.counts.pairs[index] = shard.pairs;
+  }
+  std::vector<std::string> gaps;
+  for (const auto& [id, plan] : plans) {
+    const auto& [fingerprint, count] = id;
+    std::vector<int> missing;
+    std::vector<std::string> incomplete;
+    find_gaps(plan.counts, /*plan_checked=*/false, missing, incomplete);
+    if (!missing.empty()) {
+      gaps.push_back(fmt::format("plan {}: missing shard{} (no records): {}", fingerprint, missing.size() == 1 ? "" : "s",
+                                 describe_missing_shards(missing, count)));
+    }
+    for (const std::string& line : incomplete) gaps.push_back(fmt::format("plan {}: {}", fingerprint, line));
+    const std::string overfull = overfull_shard(plan.counts);
+    if (!overfull.empty()) gaps.push_back(fmt::format("plan {}: {} (a record of another run?)", fingerprint, overfull));
+  }
+  return gaps;
+}
 
 bool better_measured(const Record& candidate, const Record& kept, std::string& reason) {
   const auto status_pair = [](const Record& a, const Record& b) {
@@ -126,12 +201,11 @@ MergeResult merge_shards(std::vector<ResultFile> files, const MergeOptions& opti
   if (entries.empty()) throw UsageError("the parts hold no records");
 
   // Per shard: how many records, and how many pairs it has (where the records say).
-  std::vector<std::int64_t> records_of(static_cast<std::size_t>(result.shard_count) + 1, 0);
-  std::vector<std::int64_t> pairs_of(static_cast<std::size_t>(result.shard_count) + 1, 0);
+  ShardCounts counts(result.shard_count);
   for (const Entry& entry : entries) {
     const ShardTag& shard = *entry.record.shard;
-    ++records_of[static_cast<std::size_t>(shard.index)];
-    if (shard.pairs > 0) pairs_of[static_cast<std::size_t>(shard.index)] = shard.pairs;
+    ++counts.records[static_cast<std::size_t>(shard.index)];
+    if (shard.pairs > 0) counts.pairs[static_cast<std::size_t>(shard.index)] = shard.pairs;
   }
 
   if (options.plan) {
@@ -161,24 +235,22 @@ MergeResult merge_shards(std::vector<ResultFile> files, const MergeOptions& opti
       throw UsageError(fmt::format("{} ({} {}) is not a pair of plan {}", entries[index].source, stray.impl,
                                    stray.c.label(), fingerprint));
     }
-    pairs_of = planned;
+    counts.pairs = planned;
     result.plan_checked = true;
   } else {
+    // Without the plan a shard's own count of pairs is all there is: more records than that is a pair the
+    // shard never had (a record of another run appended to its file), refused as the plan would refuse it.
+    const std::string overfull = overfull_shard(counts);
+    if (!overfull.empty()) {
+      throw UsageError(fmt::format("{} of plan {} (a record of another run? merge takes each shard's own --out)",
+                                   overfull, result.fingerprint));
+    }
     std::stable_sort(entries.begin(), entries.end(),
                      [](const Entry& a, const Entry& b) { return a.record.shard->index < b.record.shard->index; });
     for (Entry& entry : entries) result.records.push_back(std::move(entry.record));
   }
 
-  for (int shard = 1; shard <= result.shard_count; ++shard) {
-    const auto index = static_cast<std::size_t>(shard);
-    if (records_of[index] == 0) {
-      // Without the plan a shard with no record is missing, unless it was given no pairs (more shards than pairs).
-      if (!result.plan_checked || pairs_of[index] > 0) result.missing_shards.push_back(shard);
-    } else if (pairs_of[index] > 0 && records_of[index] < pairs_of[index]) {
-      result.incomplete_shards.push_back(
-          fmt::format("shard {}: {} of its {} pairs", shard, records_of[index], pairs_of[index]));
-    }
-  }
+  find_gaps(counts, result.plan_checked, result.missing_shards, result.incomplete_shards);
   return result;
 }
 

@@ -4,7 +4,8 @@
 // What is checked, from the records alone: every record is a shard's, and all of them are of one plan (one
 // fingerprint, one shard count); parts of two plans are a UsageError naming a file of each. A shard with no
 // record is missing; one with fewer records than its pairs (records since shard.pairs was kept) is
-// incomplete. Given the plan too (the sweep's own --config and axes, re-expanded by the caller and accepted
+// incomplete, and one with more (without the plan: a record of another run appended to its file) is a
+// UsageError. Given the plan too (the sweep's own --config and axes, re-expanded by the caller and accepted
 // only when its fingerprint is the parts'), every missing pair is named with its shard.
 //
 // The same pair twice (a shard run twice, or appended to without --resume) is a UsageError naming both
@@ -57,6 +58,15 @@ struct MergeOptions {
 // Throws UsageError for a record that is not a shard's, for parts of different plans, for a plan whose
 // fingerprint is not the parts', and for duplicates unless allowed.
 MergeResult merge_shards(std::vector<ResultFile> files, const MergeOptions& options);
+
+// The shards of each plan among `records` (those with a shard tag), checked as merge checks them without the
+// plan, for `report` to gate a split sweep: "plan X: missing shard (no records): 2/3", "plan X: shard 3: 14
+// of its 15 pairs", "plan X: shard 1 holds 16 records, more than its 15 pairs (...)"; empty when every
+// shard is whole. A pair run on two devices counts once.
+std::vector<std::string> shard_gaps(const std::vector<Record>& records);
+
+// "2/3, 5/3", at most 20 of them named, then "and N more".
+std::string describe_missing_shards(const std::vector<int>& shards, int count);
 
 // Which of two records of one pair is better measured: true when `candidate` should replace `kept`, with the
 // reason in `reason` either way.

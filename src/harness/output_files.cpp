@@ -127,9 +127,10 @@ void write_device(const OutputTarget& target, std::string_view text) {
   if (error != 0) write_failed(target, error);
 }
 
-// A regular file, replaced whole: the new text goes to a unique file in the target's directory (so that the
-// rename stays within one file system and is atomic), which is synced and renamed onto the target.
-void replace_file(const OutputTarget& target, std::string_view text) {
+// The whole text in a new unique file in the target's directory (so that a rename or a link stays within one
+// file system), synced, with the mode the target has (or a new file would get); returns its name. Throws
+// OutputError, leaving nothing behind.
+std::string write_temporary(const OutputTarget& target, std::string_view text) {
   std::string temporary = target.file + ".partial.XXXXXX";
   int fd = -1;
   {
@@ -150,13 +151,50 @@ void replace_file(const OutputTarget& target, std::string_view text) {
   if (error == 0) error = write_all(fd, text).value();
   if (error == 0 && ::fsync(fd) != 0) error = errno;  // a deferred write error (ENOSPC, EIO) shows here
   if (::close(fd) != 0 && error == 0) error = errno;
-  if (error == 0 && ::rename(temporary.c_str(), target.file.c_str()) != 0) error = errno;
+  if (error != 0) {
+    ::unlink(temporary.c_str());
+    remove_on_interrupt("");
+    write_failed(target, error);
+  }
+  return temporary;
+}
+
+// A regular file, replaced whole: the new text goes to a temporary file, which is renamed onto the target.
+void replace_file(const OutputTarget& target, std::string_view text) {
+  const std::string temporary = write_temporary(target, text);
+  const int error = ::rename(temporary.c_str(), target.file.c_str()) == 0 ? 0 : errno;
   if (error != 0) ::unlink(temporary.c_str());
   remove_on_interrupt("");  // (an interrupt before this finds the name gone: renamed or removed)
   if (error != 0) write_failed(target, error);
 }
 
 }  // namespace
+
+void write_new_document(const OutputTarget& target, std::string_view text) {
+  if (target.kind != OutputKind::regular_file) {
+    write_document(target, text);
+    return;
+  }
+  const std::string temporary = write_temporary(target, text);
+  // link(2) gives the whole file the target's name only where there is none (EEXIST otherwise): never a
+  // replacement, never a moment with half a file under the name. A file system without hard links: the name
+  // is claimed by an exclusive create, then the whole file renamed onto that claim.
+  int error = ::link(temporary.c_str(), target.file.c_str()) == 0 ? 0 : errno;
+  if (error == EPERM || error == EOPNOTSUPP || error == ENOSYS || error == EMLINK) {
+    const int claim = ::open(target.file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    error = claim < 0 ? errno : 0;
+    if (claim >= 0) ::close(claim);
+    if (error == 0 && ::rename(temporary.c_str(), target.file.c_str()) != 0) error = errno;
+  }
+  ::unlink(temporary.c_str());  // after a link, the target's name keeps the file
+  remove_on_interrupt("");
+  if (error == EEXIST) {
+    throw UsageError(fmt::format("{}: was created by another process while this one ran; it is left as it is and "
+                                 "this result was not written (give a new file)",
+                                 target.name()));
+  }
+  if (error != 0) write_failed(target, error);
+}
 
 OutputTarget check_output(std::string_view flag, const std::string& path, OutputUse use) {
   OutputTarget target{std::string(flag), path, OutputKind::standard_output, "-"};

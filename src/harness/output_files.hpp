@@ -71,6 +71,12 @@ void check_save_directory(const std::string& directory, const std::vector<std::s
 // "<flag> <path>: write failed: <why>".
 void write_document(const OutputTarget& target, std::string_view text);
 
+// write_document for a file that must be new (merge --out): a regular file is published under its name only
+// if nothing has that name by then, so that of two processes writing one new name exactly one succeeds; the
+// other gets a UsageError "<flag> <path>: was created by another process ...", and the file is left as the
+// first wrote it. Anything else (stdout, a device) is written as write_document writes it.
+void write_new_document(const OutputTarget& target, std::string_view text);
+
 // The --out file, open for appending. A regular file is locked (flock LOCK_EX | LOCK_NB) until the object is
 // destroyed; its descriptor is close-on-exec, so isolated children (runner.cpp) never hold the lock.
 class AppendFile {

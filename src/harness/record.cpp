@@ -172,8 +172,19 @@ void from_json(const nlohmann::json& in, Record& record) {
       return shard.contains(key) ? json_string(shard[key], name) : std::string();
     };
     ShardTag tag;
-    tag.index = static_cast<int>(json_int64(json_member(shard, "index", "shard.index"), "shard.index"));
-    tag.count = static_cast<int>(json_int64(json_member(shard, "count", "shard.count"), "shard.count"));
+    // Bounded before they are narrowed to int: a file's count is input, held to --shard's own limit.
+    const std::int64_t index = json_int64(json_member(shard, "index", "shard.index"), "shard.index");
+    const std::int64_t count = json_int64(json_member(shard, "count", "shard.count"), "shard.count");
+    if (count < 1 || count > kMaxShards) {
+      throw std::invalid_argument("shard.count " + std::to_string(count) + " (allowed: 1 <= count <= " +
+                                  std::to_string(kMaxShards) + ", as for --shard)");
+    }
+    if (index < 1 || index > count) {
+      throw std::invalid_argument("shard.index " + std::to_string(index) + " of " + std::to_string(count) +
+                                  " (allowed: 1 <= index <= count)");
+    }
+    tag.index = static_cast<int>(index);
+    tag.count = static_cast<int>(count);
     tag.plan_fingerprint =
         json_string(json_member(shard, "plan_fingerprint", "shard.plan_fingerprint"), "shard.plan_fingerprint");
     // Optional: records of the first sharded runs have none of them.
@@ -181,10 +192,6 @@ void from_json(const nlohmann::json& in, Record& record) {
     tag.host = shard_text("host", "shard.host");
     tag.cuda_visible_devices = shard_text("cuda_visible_devices", "shard.cuda_visible_devices");
     if (tag.pairs < 0) throw std::invalid_argument("shard.pairs is negative");
-    if (tag.count < 1 || tag.index < 1 || tag.index > tag.count) {
-      throw std::invalid_argument("shard: index " + std::to_string(tag.index) + " of " + std::to_string(tag.count) +
-                                  " (allowed: 1 <= index <= count)");
-    }
     record.shard = std::move(tag);
   }
 }

@@ -55,6 +55,9 @@ struct MemoryStats {
 // Which part of which plan a record was measured in (--shard I/N, harness/shard.hpp).
 // Where it ran too, for a sweep spread over nodes and GPUs: the host's name, and the CUDA_VISIBLE_DEVICES the
 // process had (--devices pins one worker per GPU with it; a Slurm GPU job sets it), for records of a GPU.
+// A plan is split into at most kMaxShards parts: --shard, Slurm's variables and every tag read back from a
+// file are held to it, so that no count a file claims sizes anything (merge counts records per shard).
+inline constexpr int kMaxShards = 100000;
 struct ShardTag {
   int index = 0;  // 1-based
   int count = 0;

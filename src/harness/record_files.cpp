@@ -11,16 +11,48 @@
 namespace faprobe {
 namespace {
 
+// The records of a document, converted one by one as the parser completes each of them.
+struct DocumentRecords {
+  std::vector<Record> records;
+  std::size_t count = 0;  // elements of "records" seen
+  std::string error;      // the first that is not a record: "record 3: not a faprobe record: ..."
+};
+
 // The text as a --json document, or null when it is not one (then it is read as JSONL). A document is one
-// JSON object holding "records"; a JSONL of one record is one JSON object too, but without "records", with
-// "impl". One object with neither is no result file: a UsageError "<prefix>: ..." saying what it is.
-nlohmann::json as_document(const std::string& text, const std::string& prefix) {
+// JSON object holding "records"; a JSONL of one record is one JSON object too, but without "records". Each
+// element of "records" becomes a Record in `out` as soon as it is parsed, and its value is dropped: the tree
+// never holds more than one record, so a document costs its text, its records and its metadata in memory
+// (a tree of a whole file costs ten times its size), and a JSONL tried as a document costs its first line.
+// One object with neither "records" nor "impl" is no result file: a UsageError "<prefix>: ..." saying what
+// it is.
+nlohmann::json as_document(const std::string& text, const std::string& prefix, DocumentRecords& out) {
   const std::size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos || text[first] != '{') return nullptr;
   if (json_nesting_depth(text) > kMaxRecordDepth + 2) return nullptr;  // + the document and its list; JSONL then says why
-  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  using Event = nlohmann::json::parse_event_t;
+  std::string top_key;  // the document's key being read
+  const auto one_record = [&](int depth, Event event, nlohmann::json& parsed) {
+    if (depth == 1 && event == Event::key) top_key = parsed.get<std::string>();
+    if (depth != 2 || top_key != "records" || (event != Event::object_end && event != Event::array_end &&
+                                               event != Event::value)) {
+      return true;
+    }
+    ++out.count;
+    if (out.error.empty()) {
+      try {
+        Record record = parsed.get<Record>();
+        record.c.validate();
+        out.records.push_back(std::move(record));
+      } catch (const std::exception& error) {
+        out.error = fmt::format("record {}: not a faprobe record: {}", out.count, shortened_error(error.what()));
+      }
+    }
+    return false;  // converted (or refused): not kept in the tree
+  };
+  nlohmann::json value = nlohmann::json::parse(text, one_record, /*allow_exceptions=*/false);
+  if (!value.is_discarded() && value.is_object() && value.contains("records")) return value;
+  out = DocumentRecords{};
   if (value.is_discarded() || !value.is_object()) return nullptr;
-  if (value.contains("records")) return value;
   if (value.contains("kind") && value["kind"] == "compare") {
     throw UsageError(fmt::format("{}: a comparison (the --json of faprobe compare), not the results of a run: give "
                                  "the --out JSONL or the --json document of sweep, verify or run",
@@ -37,11 +69,20 @@ nlohmann::json as_document(const std::string& text, const std::string& prefix) {
 }  // namespace
 
 ResultFile read_result_file(const std::string& path, std::string_view what) {
+  return parse_result_file(read_text_file(path, what, kMaxJsonlBytes), path, what);
+}
+
+ResultFile parse_result_file(const std::string& text, const std::string& path, std::string_view what) {
   ResultFile file;
   file.path = path;
   const std::string prefix = fmt::format("{} {}", what, path);
-  const std::string text = read_text_file(path, what, kMaxJsonlBytes);
-  nlohmann::json document = as_document(text, prefix);
+  try {
+    check_line_lengths(text, path);  // before anything is parsed: no line costs more than a few MB
+  } catch (const UsageError& error) {
+    throw UsageError(fmt::format("{} {}", what, error.what()));
+  }
+  DocumentRecords parsed;
+  nlohmann::json document = as_document(text, prefix, parsed);
   if (document.is_null()) {
     // parse_resume_jsonl names the line ("PATH:LINE: why"); the flag goes in front.
     try {
@@ -61,18 +102,8 @@ ResultFile read_result_file(const std::string& path, std::string_view what) {
     throw UsageError(fmt::format("{}: schema '{}', not {} (not a faprobe result file?)", prefix, schema, kSchema));
   }
   if (!document["records"].is_array()) throw UsageError(fmt::format("{}: \"records\" is not a list", prefix));
-  std::size_t index = 0;
-  for (const nlohmann::json& value : document["records"]) {
-    ++index;
-    Record record;
-    try {
-      record = value.get<Record>();
-      record.c.validate();
-    } catch (const std::exception& error) {
-      throw UsageError(fmt::format("{}: record {}: not a faprobe record: {}", prefix, index, shortened_error(error.what())));
-    }
-    file.records.push_back(std::move(record));
-  }
+  if (!parsed.error.empty()) throw UsageError(fmt::format("{}: {}", prefix, parsed.error));
+  file.records = std::move(parsed.records);
   document.erase("records");
   file.metadata = std::move(document);
   return file;

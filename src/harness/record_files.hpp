@@ -29,6 +29,10 @@ struct ResultFile {
 // Reads one result file; `what` names where the path came from ("--base", "FILE") in every error, a
 // UsageError "<what> <path>: why" (missing, not a result file, another schema, a bad record).
 ResultFile read_result_file(const std::string& path, std::string_view what);
+// The same over a file's text (read_result_file reads at most kMaxJsonlBytes, then calls this): no line may
+// be longer than kMaxRecordLineBytes, and a document is never held whole as a tree (its records are
+// converted one at a time), so that reading a file costs a small multiple of its size.
+ResultFile parse_result_file(const std::string& text, const std::string& path, std::string_view what);
 
 // A record and where it came from: "r.jsonl record 3" (1-based, in file order).
 struct SourcedRecord {

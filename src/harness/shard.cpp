@@ -17,7 +17,7 @@ namespace {
 int parse_part(std::string_view text, std::string_view whole, std::string_view flag) {
   int value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 1 || value > 100000) {
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 1 || value > kMaxShards) {
     throw UsageError(fmt::format("{}: '{}' is not a shard (allowed: I/N, whole numbers with 1 <= I <= N <= 100000, "
                                  "e.g. 2/8; or slurm)", flag, whole));
   }
@@ -59,13 +59,26 @@ std::optional<long> slurm_number(const std::function<const char*(const char*)>& 
 }  // namespace
 
 Shard slurm_shard(const std::function<const char*(const char*)>& variable, std::string_view flag) {
+  // More tasks than a plan has parts cannot be placed whatever their ids: say the limit, not a range to submit.
+  const auto too_many = [&](const char* name, long tasks) {
+    return UsageError(fmt::format("{} slurm: {}={} is more tasks than faprobe splits a plan into (allowed: at most {} "
+                                  "shards; submit at most {} tasks, e.g. sbatch --array=1-{})",
+                                  flag, name, tasks, kMaxShards, kMaxShards, kMaxShards));
+  };
   const auto task = slurm_number(variable, "SLURM_ARRAY_TASK_ID", 0, flag);
   const auto tasks = slurm_number(variable, "SLURM_ARRAY_TASK_COUNT", 1, flag);
   if (task && tasks) {
-    const long first = slurm_number(variable, "SLURM_ARRAY_TASK_MIN", 0, flag).value_or(*task);
+    if (*tasks > kMaxShards) throw too_many("SLURM_ARRAY_TASK_COUNT", *tasks);
+    const auto first_task = slurm_number(variable, "SLURM_ARRAY_TASK_MIN", 0, flag);
+    if (!first_task && *tasks > 1) {  // the task's place in the array is unknown: never guess shard 1 for every task
+      throw UsageError(fmt::format("{} slurm: array task {} of {} cannot be placed: SLURM_ARRAY_TASK_MIN (the "
+                                   "array's first task) is unset (give --shard I/N instead)",
+                                   flag, *task, *tasks));
+    }
+    const long first = first_task.value_or(*task);
     const long step = slurm_number(variable, "SLURM_ARRAY_TASK_STEP", 1, flag).value_or(1);
     const long offset = *task - first;
-    if (offset < 0 || offset % step != 0 || offset / step >= *tasks || *tasks > 100000) {
+    if (offset < 0 || offset % step != 0 || offset / step >= *tasks) {
       throw UsageError(fmt::format("{} slurm: array task {} is not one of {} evenly stepped tasks from {} (submit the "
                                    "array as a range, e.g. sbatch --array=1-{})",
                                    flag, *task, *tasks, first, *tasks));
@@ -75,7 +88,8 @@ Shard slurm_shard(const std::function<const char*(const char*)>& variable, std::
   const auto process = slurm_number(variable, "SLURM_PROCID", 0, flag);
   const auto processes = slurm_number(variable, "SLURM_NTASKS", 1, flag);
   if (process && processes) {
-    if (*process >= *processes || *processes > 100000) {
+    if (*processes > kMaxShards) throw too_many("SLURM_NTASKS", *processes);
+    if (*process >= *processes) {
       throw UsageError(fmt::format("{} slurm: SLURM_PROCID {} is not below SLURM_NTASKS {}", flag, *process, *processes));
     }
     return {static_cast<int>(*process + 1), static_cast<int>(*processes)};

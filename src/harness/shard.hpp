@@ -29,13 +29,15 @@ struct Shard {
   explicit operator bool() const { return count > 0; }
 };
 
-// "I/N" with 1 <= I <= N <= 100000; throws UsageError naming `flag` and the allowed form.
+// "I/N" with 1 <= I <= N <= kMaxShards (100000); throws UsageError naming `flag` and the allowed form.
 Shard parse_shard(std::string_view text, std::string_view flag = "--shard");
 
 // --shard slurm: the shard from Slurm's environment, read through `variable` (std::getenv's role; nullptr when
 // unset). An array job's task (sbatch --array=A-B[:S]) is shard (ID - MIN) / STEP + 1 of
 // SLURM_ARRAY_TASK_COUNT; else a task of `srun -n N` is shard SLURM_PROCID + 1 of SLURM_NTASKS. Throws
-// UsageError naming `flag` when neither is set or the array is not an evenly stepped range.
+// UsageError naming `flag` when neither is set, when the array is not an evenly stepped range, when its first
+// task (SLURM_ARRAY_TASK_MIN) is unset and it has more than one task (a task that cannot be placed), or when
+// there are more than kMaxShards tasks.
 Shard slurm_shard(const std::function<const char*(const char*)>& variable, std::string_view flag = "--shard");
 
 // "I/N" or "slurm" (slurm_shard over the process's environment).

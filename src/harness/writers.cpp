@@ -87,7 +87,23 @@ void JsonlWriter::write(const Record& record) {
   if (records_on_disk_) ++*records_on_disk_;
 }
 
+void check_line_lengths(std::string_view bytes, const std::string& path) {
+  int line_number = 0;
+  for (std::size_t begin = 0; begin < bytes.size();) {
+    ++line_number;
+    const std::size_t newline = std::min(bytes.find('\n', begin), bytes.size());
+    if (newline - begin > kMaxRecordLineBytes) {
+      static_assert(kMaxRecordLineBytes == 1 << 20, "the message says 1 MiB");
+      throw UsageError(fmt::format("{}:{}: a line of {} bytes, more than the 1 MiB a line of a result file may hold "
+                                   "(a record is one line of at most a few hundred kB: not a faprobe result file?)",
+                                   path, line_number, newline - begin));
+    }
+    begin = newline + 1;
+  }
+}
+
 ResumeFile parse_resume_jsonl(std::string_view bytes, const std::string& path) {
+  check_line_lengths(bytes, path);  // before any line is parsed: a torn line is never that long either
   ResumeFile file;
   int line_number = 0;
   for (std::size_t begin = 0; begin < bytes.size();) {

@@ -61,6 +61,14 @@ std::string shortened_error(std::string text);  // a record nests 3 levels, its 
 
 // The largest JSONL read back (about a million records).
 inline constexpr std::uint64_t kMaxJsonlBytes = std::uint64_t(1) << 30;
+// The longest line of a result file read back: a record is one line, and the largest one faprobe writes
+// (10,000 kept samples, its details) is about 250 kB; a --json document is written indented, a value a
+// line. A longer line is refused before it is parsed, so that no line costs more than a few MB to read.
+inline constexpr std::size_t kMaxRecordLineBytes = std::size_t(1) << 20;
+
+// The first line of `bytes` longer than kMaxRecordLineBytes, as a UsageError "PATH:LINE: ..." (its last
+// line too, newline or not); returns when there is none.
+void check_line_lengths(std::string_view bytes, const std::string& path);
 
 // The records of a JSONL file, strictly: a torn last line is a UsageError too.
 std::vector<Record> read_jsonl(const std::string& path);

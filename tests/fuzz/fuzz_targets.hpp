@@ -16,5 +16,7 @@ int npy_reader(const std::uint8_t* data, std::size_t size);     // harness/npy.h
 int config_plan(const std::uint8_t* data, std::size_t size);    // a --config file, expanded into its plan
 int range_grammar(const std::uint8_t* data, std::size_t size);  // the value grammar of flags and configs
 int resume_jsonl(const std::uint8_t* data, std::size_t size);   // a JSONL file that --resume continues
+int result_file(const std::uint8_t* data, std::size_t size);    // a file compare, report and merge read back
+int merge_parts(const std::uint8_t* data, std::size_t size);    // parts (split at '\f') merged, and report's shard gaps
 
 }  // namespace faprobe::fuzz
