@@ -5,6 +5,7 @@
 // libraries refused with exit 2 before anything runs, and the README's one-line build command, run as a
 // new user would.
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 
@@ -18,6 +19,10 @@ namespace faprobe {
 namespace {
 
 const std::string kExamples = FAPROBE_EXAMPLE_PLUGIN_DIR;
+// tests/plugins/planted_plugin.c, one defect per library
+std::string planted(const std::string& kind) {
+  return std::string(FAPROBE_TEST_PLUGIN_DIR) + "/libfaprobe_planted_" + kind + ".so";
+}
 const std::string kCAttention = kExamples + "/libfaprobe_example_c_attention.so";
 
 std::size_t count_of(const std::string& text, const std::string& word) {
@@ -166,6 +171,140 @@ TEST_F(CliPlugins, ABadLibraryIsOneLineAndExitTwoBeforeAnythingRuns) {
   EXPECT_FALSE(fs::exists(path("s.jsonl")));
   EXPECT_NE(faprobe("verify --plugin bad.so --seq 17").err.find("--plugin bad.so: cannot load the library"),
             std::string::npos);
+}
+
+// The entry points besides run: a crash in supports() or in workspace_bytes() at seq_k 64 costs that pair a
+// failed record naming the entry point and the signal; the other pairs run, and --resume from a file that
+// holds only the first record finishes the sweep instead of crashing where the sweep would have.
+TEST_F(CliPlugins, ACrashInSupportsOrWorkspaceBytesIsOneFailedRecordAndResumeFinishes) {
+  const std::string sweep_args = " --seq 32,64 --heads 2 --warmup 0 --min-samples 2 --min-time 0 --max-noise 100 --out s.jsonl";
+  for (const auto& [kind, entry] : {std::pair{"supports_crashes", "supports()"},
+                                    std::pair{"workspace_crashes", "workspace_bytes()"}}) {
+    const std::string plugin = "--plugin '" + planted(kind) + "' --impl plugin." + kind + ",cpu.naive";
+    fs::remove(path("s.jsonl"));
+    const Result sweep = faprobe("sweep " + plugin + sweep_args);
+    EXPECT_EQ(sweep.status, 1) << kind << sweep.out << sweep.err;
+    const auto check = [&, kind = std::string(kind), entry = std::string(entry)] {
+      std::ifstream lines(path("s.jsonl"));
+      std::map<std::string, int> statuses;
+      for (std::string line; std::getline(lines, line);) {
+        const nlohmann::json record = nlohmann::json::parse(line);
+        const std::string status = record["status"];
+        ++statuses[status];
+        if (status == "failed") {
+          EXPECT_EQ(record["case"]["seq_k"], 64) << line;
+          EXPECT_NE(record["reason"].get<std::string>().find("plugin." + kind + ": " + entry +
+                                                              " crashed (signal 11, SIGSEGV)"),
+                    std::string::npos) << line;
+        }
+      }
+      // cpu.naive twice, the plugin's seq_k 32 ran (a mismatch: it writes nothing), its seq_k 64 failed
+      EXPECT_EQ(statuses, (std::map<std::string, int>{{"ok", 2}, {"mismatch", 1}, {"failed", 1}})) << kind;
+    };
+    check();
+    const std::string first = read_file(path("s.jsonl")).substr(0, read_file(path("s.jsonl")).find('\n') + 1);
+    write("s.jsonl", first);
+    const Result resumed = faprobe("sweep " + plugin + sweep_args + " --resume");
+    EXPECT_EQ(resumed.status, 1) << kind << resumed.out << resumed.err;
+    check();
+  }
+}
+
+// A hang in supports() or workspace_bytes() is bounded by the isolate timeout.
+TEST_F(CliPlugins, AHangInSupportsOrWorkspaceBytesIsBoundedByTheIsolateTimeout) {
+  for (const auto& [kind, entry] : {std::pair{"supports_hangs", "supports()"},
+                                    std::pair{"workspace_hangs", "workspace_bytes()"}}) {
+    const Result verify = faprobe("verify --plugin '" + planted(kind) + "' --impl plugin." + kind +
+                                  " --seq 32,64 --heads 2 --isolate-timeout 1 --json v.json");
+    EXPECT_EQ(verify.status, 1) << kind << verify.out << verify.err;
+    const nlohmann::json records = nlohmann::json::parse(read_file(path("v.json")))["records"];
+    ASSERT_EQ(records.size(), 2u) << kind;
+    EXPECT_EQ(records[0]["status"], "mismatch") << records[0].dump();
+    EXPECT_EQ(records[1]["status"], "failed") << records[1].dump();
+    EXPECT_NE(records[1]["reason"].get<std::string>().find(std::string(entry) + " did not return within 1 s"),
+              std::string::npos) << records[1].dump();
+  }
+}
+
+// A size a plugin reports is checked before it is used: 2^64 - 1 bytes of workspace would wrap the
+// predicted memory around to a small number.
+TEST_F(CliPlugins, AWorkspaceSizeThatWouldOverflowIsAFailedRecord) {
+  const Result verify = faprobe("verify --plugin '" + planted("workspace_huge") +
+                                "' --impl plugin.workspace_huge --seq 32 --heads 2 --json v.json");
+  EXPECT_EQ(verify.status, 1) << verify.out << verify.err;
+  const nlohmann::json record = nlohmann::json::parse(read_file(path("v.json")))["records"][0];
+  EXPECT_EQ(record["status"], "failed") << record.dump();
+  EXPECT_NE(record["reason"].get<std::string>().find("workspace_bytes() asked for 18446744073709551615 bytes"),
+            std::string::npos) << record.dump();
+}
+
+// printf("dbg") without a newline, in supports() and in run(): isolated, the record still arrives (on its
+// own descriptor); in this process, the JSON document on stdout still parses. The text goes to stderr.
+TEST_F(CliPlugins, APluginsStdoutNeverMixesIntoRecordsOrDocuments) {
+  for (const std::string isolation : {"--isolate", "--no-isolate"}) {
+    const Result verify = faprobe("verify --plugin '" + planted("prints_stdout") +
+                                  "' --impl plugin.prints_stdout --seq 16,32 --heads 1 --json - " + isolation);
+    EXPECT_EQ(verify.status, 1) << isolation << verify.err;
+    nlohmann::json document;
+    ASSERT_NO_THROW(document = nlohmann::json::parse(verify.out)) << isolation << verify.out;
+    ASSERT_EQ(document["records"].size(), 2u);
+    for (const nlohmann::json& record : document["records"]) {
+      EXPECT_EQ(record["status"], "mismatch") << isolation << record.dump();  // it ran: it writes nothing
+    }
+    EXPECT_NE(verify.err.find("dbg"), std::string::npos) << isolation << verify.err;
+  }
+}
+
+// A plugin that writes 1 MiB to stderr per call: the parent keeps the last 64 KiB of each child's output,
+// says how much it left out, and passes on no more.
+TEST_F(CliPlugins, AChattyChildsOutputIsKeptAsABoundedTail) {
+  const Result sweep = faprobe("sweep --plugin '" + planted("chatty_stderr") + "' --impl plugin.chatty_stderr "
+                               "--seq 16 --heads 1 --warmup 0 --min-samples 8 --min-time 0 --max-noise 100 "
+                               "--no-verify --json s.json");
+  EXPECT_EQ(sweep.status, 0) << sweep.out << sweep.err.substr(0, 2000);
+  EXPECT_LT(sweep.err.size(), std::size_t(100) << 10);  // 8 MiB written by the child
+  EXPECT_NE(sweep.err.find("earlier bytes of the isolated child's stderr left out]"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(read_file(path("s.json")))["records"][0]["status"], "ok");
+}
+
+// A run() message that is not UTF-8 is stored with U+FFFD in every format, isolated and not; an input file
+// whose name is not UTF-8 does not end `compare --json` with a JSON library error.
+TEST_F(CliPlugins, TextThatIsNotUtf8IsStoredReplacedInEveryFormat) {
+  const std::string replaced = "planted: bad \xEF\xBF\xBD\xEF\xBF\xBD bytes \xEF\xBF\xBD";
+  for (const std::string isolation : {"--isolate", "--no-isolate"}) {
+    const Result verify = faprobe("verify --plugin '" + planted("bad_utf8") + "' --impl plugin.bad_utf8 --seq 16 "
+                                  "--heads 1 --out r.jsonl --json r.json --csv r.csv --md r.md " + isolation);
+    EXPECT_EQ(verify.status, 1) << isolation << verify.err;
+    EXPECT_EQ(verify.err.find("json.exception"), std::string::npos) << verify.err;
+    const nlohmann::json record = nlohmann::json::parse(read_file(path("r.json")))["records"][0];
+    EXPECT_EQ(record["status"], "failed");
+    EXPECT_NE(record["reason"].get<std::string>().find("run returned 3: " + replaced), std::string::npos)
+        << isolation << record.dump();
+    EXPECT_NE(read_file(path("r.csv")).find(replaced), std::string::npos) << isolation;
+    EXPECT_NE(read_file(path("r.md")).find(replaced), std::string::npos) << isolation;
+    EXPECT_NE(read_file(path("r.jsonl")).find(replaced), std::string::npos) << isolation;
+    fs::remove(path("r.jsonl"));
+  }
+  faprobe("verify --impl cpu.naive --seq 16 --heads 1 --out 'in\xff.jsonl'");
+  fs::copy_file(path("in\xff.jsonl"), path("b.jsonl"));
+  const Result compare = faprobe("compare 'in\xff.jsonl' b.jsonl --json c.json");
+  EXPECT_EQ(compare.status, 0) << compare.err;
+  EXPECT_NO_THROW(nlohmann::json::parse(read_file(path("c.json"))));
+}
+
+// A library that crashes the loader (a constructor that segfaults; a file cut short, which SIGBUSes ld.so)
+// is one line naming it and exit 2, never a signal.
+TEST_F(CliPlugins, ADamagedLibraryIsOneLineAndExitTwo) {
+  const std::string example = read_file(kCAttention);
+  write("cut.so", example.substr(0, 5000));
+  for (const std::string& library : {planted("constructor_crashes"), path("cut.so").string()}) {
+    const Result verify = faprobe("verify --plugin '" + library + "' --seq 16");
+    EXPECT_EQ(verify.status, 2) << library << verify.err;
+    EXPECT_EQ(count_of(verify.err, "\n"), 1u) << verify.err;
+    EXPECT_NE(verify.err.find("--plugin " + library + ": "), std::string::npos) << verify.err;
+  }
+  const Result crashed = faprobe("list --plugin '" + planted("constructor_crashes") + "'");
+  EXPECT_NE(crashed.err.find("loading the library crashed (signal 11, SIGSEGV)"), std::string::npos) << crashed.err;
 }
 
 // The README's "Benchmarking your own kernel": the one-line cc command, run here on the example's source as

@@ -40,8 +40,10 @@
  *   - run returns 0 on success; any other value fails the case (a `failed` record) with the message the
  *     plugin wrote into context->error (NUL-terminated, at most context->error_size bytes with the NUL).
  *   - A plugin that crashes takes down the process that called it. faprobe runs each case of a plugin in a
- *     child process by default (--isolate; --no-isolate turns it off), so a crash or a hang costs one
- *     `failed` record and the sweep goes on.
+ *     child process by default (--isolate; --no-isolate turns it off), and asks supports and
+ *     workspace_bytes in a forked child too, so a crash or a hang in any of them costs one `failed` record
+ *     and the sweep goes on. A workspace_bytes over 2^50 fails the case. What the plugin prints on stdout
+ *     goes to faprobe's stderr.
  *
  * LAYOUTS (all row-major, element sizes as the dtype says; see faprobe_dtype)
  *   Q, O: (batch, seq_q, heads, head_dim): element [b][s][h][d] at ((b*seq_q + s)*heads + h)*head_dim + d.

@@ -235,6 +235,11 @@ std::uint64_t KernelImplementation::default_memory_limit() const {
   return default_host_memory_limit();
 }
 
+std::string KernelImplementation::default_memory_limit_source() const {
+  if (target_ == Target::gpu && !gpu::devices().empty()) return "free GPU memory";
+  return default_host_memory_limit_source();
+}
+
 std::string KernelImplementation::supports(const Case& c) const {
   if (target_ == Target::gpu) {
     if (!built_with_cuda()) return "built without CUDA (configure with nvcc on the PATH, FAPROBE_ENABLE_CUDA=ON)";

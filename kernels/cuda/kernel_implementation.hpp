@@ -87,6 +87,7 @@ class KernelImplementation : public Implementation {
   bool runs_on_gpu() const final { return target_ == Target::gpu; }
   bool isolate_by_default() const final { return target_ == Target::gpu; }
   std::uint64_t default_memory_limit() const final;
+  std::string default_memory_limit_source() const final;
   std::string supports(const Case& c) const final;  // a GPU present (for cuda.*), K/V layout, mask, kernel_supports
   std::unique_ptr<PreparedCase> prepare(const Case& c) const final;
 

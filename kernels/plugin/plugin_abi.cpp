@@ -1,16 +1,31 @@
 #include "plugin/plugin_abi.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <stdexcept>
+#include <system_error>
 
 #include <fmt/format.h>
 
+#include "model/errors.hpp"
 #include "model/fp8.hpp"
 #include "model/memory.hpp"
 
 namespace faprobe::plugin {
 namespace {
+
+constexpr std::size_t kMaxReasonLength = 1024;  // of a supports() reason: more is no reason, but a missing NUL
 
 // The header's enums are numbered like faprobe's; a change to either breaks these.
 static_assert(int(DType::fp32) == FAPROBE_DTYPE_FP32 && int(DType::fp16) == FAPROBE_DTYPE_FP16 &&
@@ -38,20 +53,175 @@ AbiCase::AbiCase(const Case& c) : seqlens_(c.seqlens) {
   abi_.fp8_scale = c.fp8_descale(TensorId::q);  // the same for Q, K and V; it follows the case's input distribution
 }
 
-std::string Descriptor::supports(const Case& c) const {
-  if (c.mask == Mask::causal_top_left) {
-    return "causal-top-left is not in the plugin ABI (FAPROBE_MASK_NONE, FAPROBE_MASK_CAUSAL)";
-  }
-  const AbiCase abi(c);
-  const char* reason = impl->supports(impl, abi.get());
-  if (reason == nullptr) return "";
-  return *reason != '\0' ? std::string(reason) : std::string("refused by the plugin (no reason given)");
+StdoutToStderr::StdoutToStderr() {
+  std::fflush(stdout);  // what is ours goes where it was meant to
+  saved_ = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
+  if (saved_ >= 0) dup2(STDERR_FILENO, STDOUT_FILENO);
 }
 
-std::uint64_t Descriptor::workspace_bytes(const Case& c) const {
-  if (impl->workspace_bytes == nullptr) return 0;
+StdoutToStderr::~StdoutToStderr() {
+  if (saved_ < 0) return;
+  std::fflush(stdout);  // the plugin's text, to stderr
+  dup2(saved_, STDOUT_FILENO);
+  close(saved_);
+}
+
+namespace {
+
+struct EntryIsolation {
+  bool isolated = true;
+  double timeout_s = 60;
+};
+EntryIsolation& entry_isolation() {
+  static EntryIsolation setting;
+  return setting;
+}
+
+// Calls the entry points for one case: supports(), then workspace_bytes() if it is supported.
+Descriptor::Answers call_entry_points(const faprobe_implementation* impl, const Case& c,
+                                      const std::function<void(char)>& before) {
+  Descriptor::Answers answers;
+  if (c.mask == Mask::causal_top_left) {
+    answers.reason = "causal-top-left is not in the plugin ABI (FAPROBE_MASK_NONE, FAPROBE_MASK_CAUSAL)";
+    return answers;
+  }
   const AbiCase abi(c);
-  return impl->workspace_bytes(impl, abi.get());
+  before('s');
+  const char* reason = impl->supports(impl, abi.get());
+  if (reason != nullptr) {
+    answers.reason = *reason != '\0' ? std::string(reason, strnlen(reason, kMaxReasonLength))
+                                     : std::string("refused by the plugin (no reason given)");
+    return answers;
+  }
+  before('w');
+  if (impl->workspace_bytes != nullptr) answers.workspace_bytes = impl->workspace_bytes(impl, abi.get());
+  return answers;
+}
+
+bool write_all(int fd, const void* data, std::size_t size) {
+  const char* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = write(fd, bytes, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes += n;
+    size -= std::size_t(n);
+  }
+  return true;
+}
+
+const char* entry_point_name(char phase) {
+  return phase == 's' ? "supports()" : phase == 'w' ? "workspace_bytes()" : "supports() or workspace_bytes()";
+}
+
+// call_entry_points in a forked child (see isolate_entry_points). The child reports each phase before it
+// enters it ('s', 'w'), then 'a', the workspace bytes, the reason's length and the reason.
+Descriptor::Answers call_isolated(const Descriptor& descriptor, const Case& c, double timeout_s) {
+  int channel[2];
+  if (pipe2(channel, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t child = fork();
+  if (child < 0) {
+    const int error = errno;
+    close(channel[0]);
+    close(channel[1]);
+    throw std::system_error(error, std::generic_category(), "fork");
+  }
+  if (child == 0) {
+    close(channel[0]);
+    dup2(STDERR_FILENO, STDOUT_FILENO);  // the plugin's printf never reaches a document on stdout
+    const rlimit no_core{0, 0};          // a crash here leaves no core file behind
+    setrlimit(RLIMIT_CORE, &no_core);
+    const Descriptor::Answers answers =
+        call_entry_points(descriptor.impl, c, [&](char phase) { write_all(channel[1], &phase, 1); });
+    std::fflush(stdout);
+    const std::uint64_t length = answers.reason.size();
+    const bool sent = write_all(channel[1], "a", 1) &&
+                      write_all(channel[1], &answers.workspace_bytes, sizeof(answers.workspace_bytes)) &&
+                      write_all(channel[1], &length, sizeof(length)) &&
+                      write_all(channel[1], answers.reason.data(), answers.reason.size());
+    _exit(sent ? 0 : 1);
+  }
+  close(channel[1]);
+  std::string received;
+  using clock = std::chrono::steady_clock;
+  const auto deadline =
+      clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd fd{channel[0], POLLIN, 0};
+    if (poll(&fd, 1, int(std::min<long long>(left, 100))) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = read(channel[0], buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    received.append(buffer, std::size_t(n));
+  }
+  close(channel[0]);
+  if (timed_out) kill(child, SIGKILL);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  const std::size_t answer = received.find('a');
+  const char phase = received.empty() ? '?' : answer == std::string::npos ? received.back() : 'a';
+  if (timed_out && phase != 'a') {
+    throw std::runtime_error(fmt::format("{}: {} did not return within {:g} s (run isolated, killed)",
+                                         descriptor.name(), entry_point_name(phase), timeout_s));
+  }
+  std::uint64_t length = 0;
+  Descriptor::Answers answers;
+  const std::size_t header = answer + 1 + sizeof(answers.workspace_bytes) + sizeof(length);
+  if (phase == 'a' && received.size() >= header) {
+    std::memcpy(&answers.workspace_bytes, received.data() + answer + 1, sizeof(answers.workspace_bytes));
+    std::memcpy(&length, received.data() + answer + 1 + sizeof(answers.workspace_bytes), sizeof(length));
+    if (received.size() == header + length) {
+      answers.reason = received.substr(header);
+      return answers;
+    }
+  }
+  const std::string how = WIFSIGNALED(status) ? fmt::format("crashed (signal {}, SIG{})", WTERMSIG(status),
+                                                            sigabbrev_np(WTERMSIG(status)) != nullptr
+                                                                ? sigabbrev_np(WTERMSIG(status)) : "?")
+                          : WIFEXITED(status) ? fmt::format("exited the process with status {}", WEXITSTATUS(status))
+                                              : std::string("ended the process");
+  throw std::runtime_error(fmt::format("{}: {} {} (run isolated)", descriptor.name(), entry_point_name(phase), how));
+}
+
+}  // namespace
+
+void isolate_entry_points(bool isolated, double timeout_s) { entry_isolation() = {isolated, timeout_s}; }
+
+Descriptor::Answers Descriptor::answers(const Case& c) const {
+  const std::string key = c.key();
+  if (const auto found = cache->find(key); found != cache->end()) return found->second;
+  Answers answers;
+  if (entry_isolation().isolated) {
+    answers = call_isolated(*this, c, entry_isolation().timeout_s);
+  } else {
+    const StdoutToStderr redirect;
+    answers = call_entry_points(impl, c, [](char) {});
+  }
+  answers.reason = valid_utf8(answers.reason);
+  cache->emplace(key, answers);
+  return answers;
+}
+
+std::string Descriptor::supports(const Case& c) const { return answers(c).reason; }
+
+std::uint64_t Descriptor::workspace_bytes(const Case& c) const {
+  const Answers found = answers(c);
+  if (!found.reason.empty()) return 0;  // never asked for an unsupported case
+  if (found.workspace_bytes > kMaxWorkspaceBytes) {
+    throw std::runtime_error(fmt::format("{}: workspace_bytes() asked for {} bytes, more than any workspace (at most "
+                                         "2^50)", name(), found.workspace_bytes));
+  }
+  return found.workspace_bytes;
 }
 
 faprobe_tensors abi_tensors(const void* q, const void* k, const void* v, void* o, float* lse, const KvLayout& layout,
@@ -107,7 +277,7 @@ void RunCall::operator()(const AbiCase& c, const faprobe_tensors& tensors) {
   error_.back() = '\0';  // whatever the plugin wrote, a C string
   if (status != 0) {
     throw std::runtime_error(fmt::format("{}: run returned {}: {}", descriptor_.name(), status,
-                                         error_.front() != '\0' ? error_.data() : "(no message)"));
+                                         error_.front() != '\0' ? valid_utf8(error_.data()) : "(no message)"));
   }
 }
 

@@ -35,6 +35,28 @@ class AbiCase {
   faprobe_case abi_{};
 };
 
+// Where supports() and workspace_bytes() run. Isolated (the default): in a child process forked for the
+// case, which calls both and sends back the answers, so that a crash or a hang there (bounded by timeout_s)
+// costs the case a `failed` record, as one in run() does under --isolate; the answers are kept per case.
+// Not isolated (--no-isolate, and in an --isolate child, which is isolated already): in this process.
+void isolate_entry_points(bool isolated, double timeout_s);
+
+// The largest workspace a plugin may ask for (1 PiB): more is a corrupt size, and sums stay far from 2^64.
+constexpr std::uint64_t kMaxWorkspaceBytes = std::uint64_t(1) << 50;
+
+// While it lives, what is written to stdout (descriptor 1: printf, std::cout, write(1, ...)) goes to stderr:
+// a plugin's debugging text never mixes into a document faprobe writes on stdout.
+class StdoutToStderr {
+ public:
+  StdoutToStderr();
+  ~StdoutToStderr();
+  StdoutToStderr(const StdoutToStderr&) = delete;
+  StdoutToStderr& operator=(const StdoutToStderr&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
 // One implementation of a loaded plugin library.
 struct Descriptor {
   const faprobe_implementation* impl = nullptr;  // in the library, valid while it stays loaded (always)
@@ -42,8 +64,17 @@ struct Descriptor {
 
   std::string name() const { return std::string("plugin.") + impl->name; }
   bool writes_lse() const { return (impl->flags & FAPROBE_WRITES_LSE) != 0; }
-  std::string supports(const Case& c) const;       // "" or the plugin's reason
+  // "" or the plugin's reason. Both throw std::runtime_error naming the entry point when it crashed, hung,
+  // or (workspace_bytes) asked for more than kMaxWorkspaceBytes.
+  std::string supports(const Case& c) const;
   std::uint64_t workspace_bytes(const Case& c) const;  // 0 without a workspace_bytes function
+
+  struct Answers {
+    std::string reason;  // of supports()
+    std::uint64_t workspace_bytes = 0;
+  };
+  Answers answers(const Case& c) const;
+  std::shared_ptr<std::map<std::string, Answers>> cache = std::make_shared<std::map<std::string, Answers>>();
 };
 
 // The ABI's view of one case's buffers, wherever they live: the layout's row count and page table columns,

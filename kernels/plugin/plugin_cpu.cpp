@@ -55,6 +55,7 @@ class CpuPluginCase final : public PreparedCase {
   nlohmann::json details() const override { return {{"plugin", descriptor_.library}}; }
 
  private:
+  StdoutToStderr redirect_;  // first: for as long as the plugin may be called
   const Descriptor& descriptor_;
   Case case_;
   AbiCase abi_;

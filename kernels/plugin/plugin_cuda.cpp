@@ -44,6 +44,7 @@ class CudaPluginRun final : public cuda::KernelRun {
   nlohmann::json details() const override { return {{"plugin", descriptor_.library}}; }
 
  private:
+  StdoutToStderr redirect_;  // first: for as long as the plugin may be called
   const Descriptor& descriptor_;
   AbiCase abi_;
   cuda::KernelBuffer workspace_;

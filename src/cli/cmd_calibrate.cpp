@@ -42,7 +42,7 @@ void setup_calibrate(CLI::App& app, int& exit_status) {
       } else {
         document["no_device_reason"] = gpu::no_device_reason();
       }
-      std::cout << document.dump(2) << "\n";
+      std::cout << document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       fmt::print("{} ({} cores)\nfp32 GEMM: {:.1f} GFLOP/s (Eigen, 512x512, one product per core)\n"
                  "copy:      {:.1f} GB/s (read + write, 256 MiB)\n",

@@ -72,7 +72,7 @@ int run_compare(const CompareOptions& options) {
       within ? compare_within(base_set, settings)
              : compare_runs(base_set, read_record_set(next, options.next.empty() ? "NEW" : "--new"), settings);
   table << compare_table(comparison) << std::flush;
-  if (targets.json) write_document(*targets.json, compare_json(comparison).dump(2) + "\n");
+  if (targets.json) write_document(*targets.json, compare_json(comparison).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   if (targets.md) write_document(*targets.md, compare_markdown(comparison));
   return comparison.exit_status();
 }

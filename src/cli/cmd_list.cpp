@@ -272,7 +272,7 @@ int run_list(bool json, bool variants) {
     }
   }
   if (json) {
-    std::cout << listing.dump(2) << "\n";
+    std::cout << listing.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
 

@@ -153,7 +153,7 @@ int run_probes(const ProbesOptions& options) {
                             {"seed", options.seed},
                             {"probes", entries}};
     if (!with_gpu) document["no_device_reason"] = reason;
-    write_document(*options.json, document.dump(2) + "\n");
+    write_document(*options.json, document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   return tally.differ + tally.failed > 0 ? kExitFailed : kExitOk;
 }

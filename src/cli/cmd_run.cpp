@@ -62,7 +62,7 @@ void save_case(const Implementation& impl, const Case& c, const std::string& dir
   }
   write_npy(directory + "/o.npy", prepared->output());
   write_document(check_output("--save", directory + "/case.json", OutputUse::document),
-                 nlohmann::json{{"impl", impl.name()}, {"case", c}}.dump(2) + "\n");
+                 nlohmann::json{{"impl", impl.name()}, {"case", c}}.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   names.insert(names.end(), {"o.npy", "case.json"});
   fmt::print(stderr, "saved {} to {}\n", fmt::join(names, " "), directory);
 }

@@ -339,6 +339,9 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
     }
     options.isolate = false;
   }
+  isolate_plugin_entry_points(options.isolate.value_or(true), options.isolate_timeout_s > 0
+                                                                  ? options.isolate_timeout_s
+                                                                  : default_isolate_timeout(plan.measure));
   options.child_executable = "/proc/self/exe";  // this program, re-executed by --isolate
   options.out_jsonl = output.out_jsonl;
   options.json_path = output.json;

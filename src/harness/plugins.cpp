@@ -1,13 +1,22 @@
 #include "harness/plugins.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -15,6 +24,7 @@
 #include "harness/registry.hpp"
 #include "model/errors.hpp"
 #include "plugin/adapters.hpp"
+#include "plugin/plugin_abi.hpp"
 
 namespace faprobe {
 namespace {
@@ -61,13 +71,85 @@ std::string descriptor_problem(const faprobe_implementation& impl, std::uint32_t
   return "";
 }
 
+// A damaged library can crash the loader itself (dlopen maps and relocates whatever the file says, and
+// ld.so ends the process on some inconsistencies) or its constructors and entry point can: all are tried
+// first in a forked child, so that such a library is one line naming it and exit 2, never a signal.
+void try_loading_in_a_child(const std::string& where, const std::string& canonical) {
+  int messages[2];  // the child's stdout and stderr: the last line is the loader's complaint
+  if (pipe2(messages, O_CLOEXEC | O_NONBLOCK) != 0) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t child = fork();
+  if (child < 0) {  // no child to try in: the load below is the try
+    close(messages[0]);
+    close(messages[1]);
+    return;
+  }
+  if (child == 0) {
+    dup2(messages[1], STDOUT_FILENO);
+    dup2(messages[1], STDERR_FILENO);
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    void* handle = dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) {
+      auto entry = reinterpret_cast<faprobe_plugin_entry_fn>(dlsym(handle, FAPROBE_PLUGIN_ENTRY_SYMBOL));
+      if (entry != nullptr) entry();
+    }
+    _exit(0);
+  }
+  close(messages[1]);
+  std::string said;
+  const auto read_messages = [&] {
+    char buffer[4096];
+    for (ssize_t n; (n = read(messages[0], buffer, sizeof(buffer))) > 0;) {
+      said.append(buffer, std::size_t(n));
+      if (said.size() > 4096) said.erase(0, said.size() - 4096);
+    }
+  };
+  constexpr auto kLoadTimeout = std::chrono::seconds(60);
+  const auto deadline = std::chrono::steady_clock::now() + kLoadTimeout;
+  int status = 0;
+  for (;;) {
+    read_messages();
+    const pid_t done = waitpid(child, &status, WNOHANG);
+    if (done == child) break;
+    if (done < 0 && errno != EINTR) {
+      close(messages[0]);
+      return;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      close(messages[0]);
+      throw UsageError(fmt::format("{}: loading the library did not finish within {} s", where, kLoadTimeout.count()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  read_messages();
+  close(messages[0]);
+  const std::size_t end = said.find_last_not_of(" \n\r\t");
+  const std::size_t begin = end == std::string::npos ? 0 : said.find_last_of('\n', end) + 1;  // npos + 1 == 0
+  const std::string last = end == std::string::npos ? "" : said.substr(begin, end + 1 - begin);
+  const std::string quoted = last.empty() ? "" : ": " + valid_utf8(last);
+  if (WIFSIGNALED(status)) {
+    const char* name = sigabbrev_np(WTERMSIG(status));
+    throw UsageError(fmt::format("{}: loading the library crashed (signal {}, SIG{}): a damaged or broken library{}",
+                                 where, WTERMSIG(status), name != nullptr ? name : "?", quoted));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+    throw UsageError(fmt::format("{}: loading the library ended the process (exit status {}): a damaged or broken "
+                                 "library{}", where, WEXITSTATUS(status), quoted));
+  }
+}
+
 void load_one(const PluginRequest& request, const std::string& canonical) {
   const std::string where = fmt::format("{} {}", request.origin, request.path);
+  try_loading_in_a_child(where, canonical);
   dlerror();
   void* handle = dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* error = dlerror();
-    throw UsageError(fmt::format("{}: cannot load the library: {}", where, error != nullptr ? error : "unknown error"));
+    throw UsageError(fmt::format("{}: cannot load the library: {}", where, error != nullptr ? valid_utf8(error) : "unknown error"));
   }
   // Never dlclose'd: the implementations registered from it live until the process exits; a library that
   // fails a check below stays mapped too (closing it could run destructors of half-registered state).
@@ -165,6 +247,8 @@ void load_plugins(const std::vector<PluginRequest>& requests) {
 }
 
 const std::vector<LoadedPlugin>& loaded_plugins() { return loaded(); }
+
+void isolate_plugin_entry_points(bool isolated, double timeout_s) { plugin::isolate_entry_points(isolated, timeout_s); }
 
 const LoadedPlugin* plugin_of(const std::string& implementation) {
   for (const LoadedPlugin& plugin : loaded()) {

@@ -37,6 +37,10 @@ std::vector<PluginRequest> plugin_requests_from_environment();
 // Loads each library not loaded yet; throws UsageError (above).
 void load_plugins(const std::vector<PluginRequest>& requests);
 
+// Where plugins' supports() and workspace_bytes() run (kernels/plugin/plugin_abi.hpp): in a child per case
+// (the default; timeout_s bounds it), or in this process (--no-isolate, and in an --isolate child).
+void isolate_plugin_entry_points(bool isolated, double timeout_s);
+
 // What has been loaded in this process, in load order.
 const std::vector<LoadedPlugin>& loaded_plugins();
 // The library an implementation came from, or nullptr for a built-in one.

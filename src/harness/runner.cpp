@@ -24,6 +24,7 @@
 #include <stdexcept>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -45,6 +46,9 @@ namespace {
 
 constexpr std::string_view kRecordPrefix = "faprobe-record ";
 constexpr auto kInterruptGrace = std::chrono::seconds(2);  // a forwarded SIGINT, then SIGKILL
+constexpr int kRecordFd = 3;                       // where an isolated child writes its record
+constexpr std::size_t kOutputTail = 64 << 10;      // of a child's stdout and stderr, the last bytes kept
+constexpr std::size_t kMaxRecordBytes = 64 << 20;  // a record channel longer than this is no record
 
 }  // namespace
 
@@ -74,19 +78,32 @@ bool screen(const Implementation& impl, const Case& c, const MeasureSettings& me
   record.impl = impl.name();
   record.device = impl.device();
   record.c = c;
-  if (std::string why = impl.supports(c); !why.empty()) {
-    record.status = Status::unsupported;
-    record.reason = why;
+  try {
+    if (std::string why = impl.supports(c); !why.empty()) {
+      record.status = Status::unsupported;
+      record.reason = why;
+      return false;
+    }
+    record.memory.predicted_bytes = impl.predicted_bytes(c);
+    record.predicted_time_s = impl.predicted_seconds(c, options.rates);
+  } catch (const std::exception& error) {  // a plugin's supports() or workspace_bytes() crashed, hung or lied
+    record.status = Status::failed;
+    record.reason = valid_utf8(error.what());
     return false;
   }
-  record.memory.predicted_bytes = impl.predicted_bytes(c);
-  record.predicted_time_s = impl.predicted_seconds(c, options.rates);
   if (options.mem_limit != 0 || device_limit) {
-    const std::uint64_t mem_limit = options.mem_limit != 0 ? options.mem_limit : impl.default_memory_limit();
+    std::uint64_t mem_limit = options.mem_limit != 0 ? options.mem_limit : impl.default_memory_limit();
+    // The default limit is a reading of free memory that another process may have lowered for a moment:
+    // read again before skipping on it.
+    if (options.mem_limit == 0 && record.memory.predicted_bytes > mem_limit) mem_limit = impl.default_memory_limit();
     if (record.memory.predicted_bytes > mem_limit) {
       record.status = Status::skipped;
       record.reason = fmt::format("needs {}, limit {}", format_bytes(double(record.memory.predicted_bytes)),
                                   format_bytes(double(mem_limit)));
+      if (options.mem_limit == 0) {
+        const std::string source = impl.default_memory_limit_source();
+        record.reason += source.empty() ? " (default)" : fmt::format(" (default, bound by {})", source);
+      }
       return false;
     }
   }
@@ -123,11 +140,29 @@ void record_failure(Record& record, const std::exception_ptr& error) {
   } catch (const std::bad_alloc&) {
     record.reason = fmt::format("out of host memory (predicted {})", format_bytes(double(record.memory.predicted_bytes)));
   } catch (const std::exception& failure) {
-    record.reason = failure.what();
+    record.reason = valid_utf8(failure.what());
   }
 }
 
 namespace {
+
+std::string to_hex(const std::string& bytes) {
+  std::string hex;
+  for (const char ch : bytes) hex += fmt::format("{:02x}", static_cast<unsigned char>(ch));
+  return hex;
+}
+
+std::string from_hex(const std::string& hex) {
+  if (hex.size() % 2 != 0) throw std::invalid_argument("plugin_hex: odd length");
+  std::string bytes;
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    std::size_t used = 0;
+    const int value = std::stoi(hex.substr(i, 2), &used, 16);
+    if (used != 2) throw std::invalid_argument("plugin_hex: not hex digits");
+    bytes += static_cast<char>(value);
+  }
+  return bytes;
+}
 
 // --- The isolated child's job: what run_one needs, as JSON on the child's command line. ---
 
@@ -148,17 +183,34 @@ nlohmann::json make_job(const Implementation& impl, const Case& c, const Measure
           {"mem_limit", options.mem_limit},
           {"rates", {{"gemm_gflops", options.rates.gemm_gflops},
                      {"memory_gbytes_per_s", options.rates.memory_gbytes_per_s}}},
-          // The library of a plugin's implementation, which the child loads before it looks the name up.
-          {"plugin", plugin_of(impl.name()) != nullptr ? nlohmann::json(plugin_of(impl.name())->path) : nlohmann::json()}};
+          // The records go to this descriptor, a channel of their own (what the child prints cannot mix in).
+          {"record_fd", kRecordFd},
+          // The library of a plugin's implementation, which the child loads before it looks the name up: its
+          // path in hex, since a file name need not be UTF-8.
+          {"plugin_hex", plugin_of(impl.name()) != nullptr ? nlohmann::json(to_hex(plugin_of(impl.name())->path))
+                                                           : nlohmann::json()}};
 }
 
-// What a child left behind: how it ended and what it wrote.
+// What a child left behind: how it ended, the last kOutputTail bytes of what it printed (with the count of
+// bytes dropped before them: a child that prints a megabyte per call costs the parent no more), and what it
+// wrote on the record channel.
 struct ChildOutcome {
   bool timed_out = false;
   bool interrupted = false;
   int wait_status = 0;
-  std::string out, err;
+  std::string out, err, records;
+  std::size_t out_dropped = 0, err_dropped = 0;
+  bool records_too_long = false;
 };
+
+// Appends to a tail of at most `limit` bytes; counts what falls out of it.
+void append_tail(std::string& tail, std::size_t& dropped, const char* data, std::size_t size, std::size_t limit) {
+  tail.append(data, size);
+  if (tail.size() > limit) {
+    dropped += tail.size() - limit;
+    tail.erase(0, tail.size() - limit);
+  }
+}
 
 std::string signal_text(int signal_number) {
   const char* abbreviation = sigabbrev_np(signal_number);  // glibc 2.32: "SEGV"
@@ -174,18 +226,26 @@ std::string last_line(const std::string& text) {
   return text.substr(begin, end + 1 - begin);
 }
 
-// fork + exec of `argv` in its own process group, stdout and stderr captured; waits until the child has
-// exited and both pipes are closed, the timeout has passed (then SIGKILL to the group), or an interrupt
+// fork + exec of `argv` in its own process group, stdout and stderr captured (their tails) and descriptor
+// kRecordFd open for the record; waits until the child has exited and the pipes are closed, the timeout has passed (then SIGKILL to the group), or an interrupt
 // (then SIGINT to the group, and SIGKILL after kInterruptGrace).
 ChildOutcome run_child(const std::vector<std::string>& argv, double timeout_s) {
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    const int error = errno;
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    throw std::system_error(error, std::generic_category(), "pipe2");
+  int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};  // stdout, stderr, records
+  const auto close_pipes = [&pipes] {
+    for (auto& pipe : pipes)
+      for (int& fd : pipe)
+        if (fd >= 0) close(std::exchange(fd, -1));
+  };
+  for (auto& pipe : pipes) {
+    if (pipe2(pipe, O_CLOEXEC) != 0) {
+      const int error = errno;
+      close_pipes();
+      throw std::system_error(error, std::generic_category(), "pipe2");
+    }
   }
+  int(&out_pipe)[2] = pipes[0];
+  int(&err_pipe)[2] = pipes[1];
+  int(&record_pipe)[2] = pipes[2];
   // Everything the child needs is prepared before fork: between fork and exec only async-signal-safe calls
   // are allowed (the parent has OpenMP threads).
   std::vector<char*> args;
@@ -196,7 +256,7 @@ ChildOutcome run_child(const std::vector<std::string>& argv, double timeout_s) {
   const pid_t child = fork();
   if (child < 0) {
     const int error = errno;
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    close_pipes();
     throw std::system_error(error, std::generic_category(), "fork");
   }
   if (child == 0) {
@@ -205,15 +265,19 @@ ChildOutcome run_child(const std::vector<std::string>& argv, double timeout_s) {
     if (getppid() != parent) _exit(127);  // the parent died before prctl
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
-    close_range(3, UINT_MAX, 0);  // no other file of the parent's (a JSONL being written) leaks into it
+    if (record_pipe[1] == kRecordFd) {
+      fcntl(kRecordFd, F_SETFD, 0);  // already there: only keep it open across exec
+    } else {
+      dup2(record_pipe[1], kRecordFd);
+    }
+    close_range(kRecordFd + 1, UINT_MAX, 0);  // no other file of the parent's (a JSONL being written) leaks in
     execv(args[0], args.data());
     const ssize_t ignored = write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
     (void)ignored;
     _exit(127);
   }
   setpgid(child, child);  // also here, so the group exists whichever process runs first
-  close(out_pipe[1]);
-  close(err_pipe[1]);
+  for (auto& pipe : pipes) close(std::exchange(pipe[1], -1));
 
   ChildOutcome outcome;
   using clock = std::chrono::steady_clock;
@@ -221,9 +285,10 @@ ChildOutcome run_child(const std::vector<std::string>& argv, double timeout_s) {
       clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
   auto kill_at = deadline;
   bool reaped = false, killed = false;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&outcome.out, &outcome.err};
-  while (!reaped || fds[0].fd >= 0 || fds[1].fd >= 0) {
+  pollfd fds[3] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}, {record_pipe[0], POLLIN, 0}};
+  for (auto& pipe : pipes) pipe[0] = -1;  // owned by fds from here on
+  const auto open_fds = [&fds] { return fds[0].fd >= 0 || fds[1].fd >= 0 || fds[2].fd >= 0; };
+  while (!reaped || open_fds()) {
     const auto now = clock::now();
     if (!killed && interrupted() && !outcome.interrupted) {
       outcome.interrupted = true;
@@ -238,13 +303,17 @@ ChildOutcome run_child(const std::vector<std::string>& argv, double timeout_s) {
     if (killed && reaped) break;  // a grandchild may hold a pipe; the group was killed, stop reading
     const auto wait = std::clamp<long long>(
         std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - now).count(), 0, 100);
-    if (poll(fds, 2, killed ? 10 : int(wait)) > 0) {
-      for (int i = 0; i < 2; ++i) {
+    if (poll(fds, 3, killed ? 10 : int(wait)) > 0) {
+      for (int i = 0; i < 3; ++i) {
         if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-        char buffer[4096];
+        char buffer[65536];
         const ssize_t n = read(fds[i].fd, buffer, sizeof(buffer));
         if (n > 0) {
-          sinks[i]->append(buffer, std::size_t(n));
+          const std::size_t size = std::size_t(n);
+          if (i == 0) append_tail(outcome.out, outcome.out_dropped, buffer, size, kOutputTail);
+          if (i == 1) append_tail(outcome.err, outcome.err_dropped, buffer, size, kOutputTail);
+          if (i == 2 && outcome.records.size() + size > kMaxRecordBytes) outcome.records_too_long = true;
+          if (i == 2 && !outcome.records_too_long) outcome.records.append(buffer, size);
         } else if (n == 0 || errno != EINTR) {
           close(fds[i].fd);
           fds[i].fd = -1;  // poll ignores negative descriptors
@@ -264,22 +333,29 @@ Record run_isolated(const Implementation& impl, const Case& c, const MeasureSett
   const ChildOutcome child = run_child(
       {options.child_executable, "run", "--isolated-child", make_job(impl, c, measure, options).dump()}, timeout_s);
 
-  // The child's record is its last "faprobe-record" line; anything else it printed goes to our stderr.
+  // The child's record is the last "faprobe-record" line on its record channel; what it printed on stdout
+  // and stderr (their tails) goes to our stderr.
   std::optional<Record> record;
   std::string passed_on;
-  std::istringstream lines(child.out);
+  const auto pass_on = [&passed_on](const std::string& tail, std::size_t dropped, const char* stream) {
+    if (dropped != 0) passed_on += fmt::format("[{} earlier bytes of the isolated child's {} left out]\n", dropped, stream);
+    passed_on += tail;
+    if (!passed_on.empty() && passed_on.back() != '\n') passed_on += '\n';
+  };
+  pass_on(child.out, child.out_dropped, "stdout");
+  if (child.records_too_long) {
+    passed_on += fmt::format("the isolated child's record is longer than {} bytes: ignored\n", kMaxRecordBytes);
+  }
+  std::istringstream lines(child.records_too_long ? std::string() : child.records);
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(kRecordPrefix, 0) != 0) {
-      passed_on += line + "\n";
-      continue;
-    }
+    if (line.rfind(kRecordPrefix, 0) != 0) continue;
     try {
       record = nlohmann::json::parse(line.substr(kRecordPrefix.size())).get<Record>();
     } catch (const std::exception& error) {
-      passed_on += fmt::format("unreadable record from the isolated child: {}\n", error.what());
+      passed_on += fmt::format("unreadable record from the isolated child: {}\n", valid_utf8(error.what()));
     }
   }
-  passed_on += child.err;
+  pass_on(child.err, child.err_dropped, "stderr");
   if (!passed_on.empty() && !child.interrupted) {
     std::cerr << passed_on << (passed_on.back() == '\n' ? "" : "\n") << std::flush;
   }
@@ -302,7 +378,7 @@ Record run_isolated(const Implementation& impl, const Case& c, const MeasureSett
       failed.reason = fmt::format("timed out after {:g} s (isolated)", timeout_s);
     } else {
       failed.reason = exit_text + (WIFSIGNALED(child.wait_status) ? "" : " without a record");
-      if (const std::string line = last_line(child.err); !line.empty()) failed.reason += ": " + line;
+      if (const std::string line = last_line(child.err); !line.empty()) failed.reason += ": " + valid_utf8(line);
     }
     record = std::move(failed);
   }
@@ -382,15 +458,18 @@ Record run_pair(const Implementation& impl, const Case& c, const MeasureSettings
 }
 
 int run_isolated_child(const std::string& job_text, std::ostream& out) {
+  int record_fd = -1;  // -1: the record goes to `out`
   const Implementation* impl = nullptr;
   Case c;
   MeasureSettings measure;
   RunOptions options;
   try {
     const nlohmann::json job = nlohmann::json::parse(job_text);
-    if (job.contains("plugin") && !job.at("plugin").is_null()) {
-      load_plugins({{job.at("plugin").get<std::string>(), "--isolated-child plugin"}});
+    isolate_plugin_entry_points(false, 0);  // this process is the isolation
+    if (job.contains("plugin_hex") && !job.at("plugin_hex").is_null()) {
+      load_plugins({{from_hex(job.at("plugin_hex").get<std::string>()), "--isolated-child plugin"}});
     }
+    if (job.contains("record_fd")) record_fd = job.at("record_fd").get<int>();
     impl = find_implementation(job.at("impl").get<std::string>());
     if (impl == nullptr) throw std::invalid_argument("unknown implementation " + job.at("impl").dump());
     c = job.at("case").get<Case>();
@@ -422,7 +501,21 @@ int run_isolated_child(const std::string& job_text, std::ostream& out) {
   }
   if (measure.threads > 0) omp_set_num_threads(measure.threads);
   const Record record = run_one(*impl, c, measure, options);
-  out << kRecordPrefix << nlohmann::json(record).dump() << std::endl;
+  const std::string line = std::string(kRecordPrefix) +
+                           nlohmann::json(record).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (record_fd < 0) {
+    out << line << std::flush;
+    return kExitOk;
+  }
+  for (std::size_t written = 0; written < line.size();) {
+    const ssize_t n = write(record_fd, line.data() + written, line.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::cerr << "faprobe: --isolated-child: cannot write the record: " << std::strerror(errno) << std::endl;
+      return kExitFailed;
+    }
+    written += std::size_t(n);
+  }
   return kExitOk;
 }
 
@@ -430,8 +523,13 @@ void require_supported(const Plan& plan) {
   for (const PlanPart& part : plan.parts)
     for (const Case& c : part.cases)
       for (const std::string& name : part.impls)
-        if (const std::string why = find_implementation(name)->supports(c); !why.empty()) {
-          throw UsageError(fmt::format("--strict: {} does not support {}: {}", name, c.label(), why));
+        try {
+          if (const std::string why = find_implementation(name)->supports(c); !why.empty()) {
+            throw UsageError(fmt::format("--strict: {} does not support {}: {}", name, c.label(), why));
+          }
+        } catch (const UsageError&) {
+          throw;
+        } catch (const std::exception&) {  // a plugin's supports() that crashed: a failed record, when run
         }
 }
 

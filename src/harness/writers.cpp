@@ -23,8 +23,9 @@ std::string dump(const nlohmann::json& value, int indent = -1) {
 std::string number(double value) { return fmt::format("{:.6g}", value); }
 std::string optional_number(const std::optional<double>& value) { return value ? number(*value) : ""; }
 
-std::string csv_escape(const std::string& field) {
-  if (field.find_first_of(",\"\n") == std::string::npos) return field;
+std::string csv_escape(const std::string& text) {
+  const std::string field = valid_utf8(text);
+  if (field.find_first_of(",\"\r\n") == std::string::npos) return field;
   std::string quoted = "\"";
   for (char ch : field) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
   return quoted + "\"";
@@ -275,6 +276,16 @@ TableCells table_cells(const Record& r) {
   }
   return cells;
 }
+
+// A table cell's text: valid UTF-8, on one line, with its '|' (and the '\\' that could escape one) escaped.
+std::string markdown_cell(const std::string& text) {
+  std::string cell;
+  for (const char ch : valid_utf8(text)) {
+    if (ch == '|' || ch == '\\') cell += '\\';
+    cell += ch == '\n' || ch == '\r' ? ' ' : ch;
+  }
+  return cell;
+}
 }  // namespace
 
 std::string markdown_document(const std::vector<Record>& records) {
@@ -284,8 +295,9 @@ std::string markdown_document(const std::vector<Record>& records) {
       "|---|---|---|---:|---:|---:|---:|---|\n";
   for (const Record& record : records) {
     const TableCells c = table_cells(record);
-    text += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", c.impl, c.case_label, c.status, c.median,
-                        c.gflops, c.bandwidth_percent, c.peak, c.check);
+    text += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(c.impl),
+                        markdown_cell(c.case_label), c.status, c.median, c.gflops, c.bandwidth_percent, c.peak,
+                        markdown_cell(c.check));
   }
   return text;
 }

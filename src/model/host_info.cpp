@@ -1,17 +1,22 @@
 #include "model/host_info.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 namespace faprobe {
 namespace {
-std::uint64_t meminfo_bytes(const std::string& field) {
-  std::ifstream file("/proc/meminfo");
+std::uint64_t meminfo_bytes(const std::string& field, const char* path = "/proc/meminfo") {
+  std::ifstream file(path);
   std::string line;
   while (std::getline(file, line)) {
     if (line.rfind(field + ":", 0) == 0) {
@@ -183,10 +188,75 @@ void to_json(nlohmann::json& out, const HostInfo& info) {
                        {"cpu_vector_extensions", info.cpu_vector_extensions}};
 }
 
-std::uint64_t default_host_memory_limit() {
-  const std::uint64_t available = host_info().memory_available_bytes;
-  const std::uint64_t margin = available / 10 + (std::uint64_t(512) << 20);
-  return available > margin ? available - margin : 0;
+namespace {
+
+// The first number in a file (a cgroup's memory.max holds "max" for none: nullopt, as for a failed read).
+std::optional<std::uint64_t> file_number(const std::string& path) {
+  std::ifstream file(path);
+  std::uint64_t value = 0;
+  if (!(file >> value)) return std::nullopt;
+  return value;
 }
+
+// The directory of this process's memory cgroup, and whether it is cgroup v1's.
+std::pair<std::string, bool> cgroup_directory() {
+  if (const char* test = std::getenv("FAPROBE_TEST_CGROUP_DIR"); test != nullptr && *test != '\0') {
+    return {test, std::ifstream(std::string(test) + "/memory.limit_in_bytes").good()};
+  }
+  std::ifstream file("/proc/self/cgroup");
+  std::string v2;
+  for (std::string line; std::getline(file, line);) {
+    // "0::/user.slice/..." (v2), "4:memory:/docker/..." (v1)
+    const std::size_t first = line.find(':');
+    const std::size_t second = first == std::string::npos ? first : line.find(':', first + 1);
+    if (second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string path = line.substr(second + 1);
+    if (controllers == "memory") return {"/sys/fs/cgroup/memory" + path, true};
+    if (controllers.empty() && line.rfind("0:", 0) == 0) v2 = "/sys/fs/cgroup" + path;
+  }
+  return {v2, false};
+}
+
+}  // namespace
+
+HostMemoryLimit host_memory_limit() {
+  HostMemoryLimit limit;
+  const auto consider = [&limit](std::uint64_t bytes, const char* source) {
+    if (bytes != 0 && (limit.bytes == 0 || bytes < limit.bytes)) limit = {bytes, source};
+  };
+  const char* test_meminfo = std::getenv("FAPROBE_TEST_MEMINFO");
+  consider(meminfo_bytes("MemAvailable", test_meminfo != nullptr && *test_meminfo != '\0' ? test_meminfo : "/proc/meminfo"),
+           "MemAvailable");
+  // An rlimit bounds the whole address space (data segment), so what is left is the limit less what the
+  // process has mapped already (/proc/self/status VmSize, VmData).
+  for (const auto& [resource, name, used] : {std::tuple{RLIMIT_AS, "RLIMIT_AS", "VmSize"},
+                                             std::tuple{RLIMIT_DATA, "RLIMIT_DATA", "VmData"}}) {
+    rlimit value{};
+    if (getrlimit(resource, &value) != 0 || value.rlim_cur == RLIM_INFINITY) continue;
+    const std::uint64_t mapped = meminfo_bytes(used, "/proc/self/status");
+    if (value.rlim_cur > mapped) consider(value.rlim_cur - mapped, name);
+  }
+  if (const auto [directory, v1] = cgroup_directory(); !directory.empty()) {
+    const auto max = file_number(directory + (v1 ? "/memory.limit_in_bytes" : "/memory.max"));
+    const auto current = file_number(directory + (v1 ? "/memory.usage_in_bytes" : "/memory.current"));
+    if (max && current && *max > *current) {  // a full cgroup (usage at the limit) is a failed reading too
+      consider(*max - *current, v1 ? "cgroup memory.limit_in_bytes" : "cgroup memory.max");
+    }
+  }
+  return limit;
+}
+
+namespace {
+std::uint64_t with_margin(std::uint64_t bytes) {
+  if (bytes == 0) return std::numeric_limits<std::uint64_t>::max();  // nothing could be read: no limit
+  const std::uint64_t margin = bytes / 10 + (std::uint64_t(512) << 20);
+  return bytes / 2 > margin ? bytes - margin : std::max<std::uint64_t>(bytes / 2, 1);
+}
+}  // namespace
+
+std::uint64_t default_host_memory_limit() { return with_margin(host_memory_limit().bytes); }
+
+std::string default_host_memory_limit_source() { return host_memory_limit().bound_by; }
 
 }  // namespace faprobe

@@ -35,7 +35,23 @@ HostInfo host_info();
 std::vector<std::string> vector_extensions_from_cpu_flags(const std::string& flags);
 void to_json(nlohmann::json& out, const HostInfo& info);
 
-// Default --mem-limit: available memory less a margin (10 % and 512 MiB) for the process itself.
+// What bounds the memory this process may still take: the smallest of the host's MemAvailable, the
+// process's RLIMIT_AS and RLIMIT_DATA, and its cgroup's limit less its usage (v2 memory.max - memory.current,
+// v1 memory.limit_in_bytes - memory.usage_in_bytes), each read afresh; bound_by names the one that won
+// ("MemAvailable", "RLIMIT_AS", "RLIMIT_DATA", "cgroup memory.max"). A reading that fails or reads 0 takes no
+// part; when none is left, bytes is 0 and bound_by "".
+// The cgroup's files are looked up through /proc/self/cgroup under /sys/fs/cgroup, or, for the tests, in the
+// directory FAPROBE_TEST_CGROUP_DIR names; FAPROBE_TEST_MEMINFO names a file read instead of /proc/meminfo.
+struct HostMemoryLimit {
+  std::uint64_t bytes = 0;
+  std::string bound_by;
+};
+HostMemoryLimit host_memory_limit();
+
+// Default --mem-limit: host_memory_limit() less a margin for the process itself (10 % and 512 MiB, or half
+// of it where that margin would leave less than half). Never 0: with no reading it is UINT64_MAX (no limit).
 std::uint64_t default_host_memory_limit();
+// What bound default_host_memory_limit(), for a skip's reason: "MemAvailable", "RLIMIT_AS", ...
+std::string default_host_memory_limit_source();
 
 }  // namespace faprobe

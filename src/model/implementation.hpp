@@ -96,6 +96,8 @@ class Implementation {
   // The default --mem-limit for this implementation's device: free host memory, or free device memory,
   // less a margin.
   virtual std::uint64_t default_memory_limit() const { return default_host_memory_limit(); }
+  // What bound it, for a skip's reason ("MemAvailable", "RLIMIT_AS", "cgroup memory.max", "free GPU memory").
+  virtual std::string default_memory_limit_source() const { return default_host_memory_limit_source(); }
   virtual std::unique_ptr<PreparedCase> prepare(const Case& c) const = 0;
 };
 
