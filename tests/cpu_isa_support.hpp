@@ -1,5 +1,6 @@
-// For the tests of the CPU kernels' code paths (kernels/cpu/cpu_isa.hpp): FAPROBE_MAX_CPU_ISA set for one
-// scope (the previous value, or its absence, restored after), and the levels this CPU runs.
+// For the tests of the CPU kernels' code paths (kernels/cpu/cpu_isa.hpp): FAPROBE_MAX_CPU_ISA and
+// FAPROBE_CPU_PATH set for one scope (the previous value, or its absence, restored after), and the levels
+// this CPU runs.
 #pragma once
 #include <cstdlib>
 #include <optional>
@@ -10,25 +11,38 @@
 
 namespace faprobe::test_support {
 
-class ScopedMaxCpuIsa {
+// An environment variable set for one scope (the previous value, or its absence, restored after).
+class ScopedVariable {
  public:
-  explicit ScopedMaxCpuIsa(const std::string& value) {
-    if (const char* old = std::getenv(cpu::kMaxCpuIsaVariable)) previous_ = old;
-    ::setenv(cpu::kMaxCpuIsaVariable, value.c_str(), 1);
+  ScopedVariable(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name_)) previous_ = old;
+    ::setenv(name_, value.c_str(), 1);
   }
-  explicit ScopedMaxCpuIsa(cpu::CpuIsa isa) : ScopedMaxCpuIsa(std::string(cpu::to_string(isa))) {}
-  ~ScopedMaxCpuIsa() {
+  ~ScopedVariable() {
     if (previous_) {
-      ::setenv(cpu::kMaxCpuIsaVariable, previous_->c_str(), 1);
+      ::setenv(name_, previous_->c_str(), 1);
     } else {
-      ::unsetenv(cpu::kMaxCpuIsaVariable);
+      ::unsetenv(name_);
     }
   }
-  ScopedMaxCpuIsa(const ScopedMaxCpuIsa&) = delete;
-  ScopedMaxCpuIsa& operator=(const ScopedMaxCpuIsa&) = delete;
+  ScopedVariable(const ScopedVariable&) = delete;
+  ScopedVariable& operator=(const ScopedVariable&) = delete;
 
  private:
+  const char* name_;
   std::optional<std::string> previous_;
+};
+
+class ScopedMaxCpuIsa : public ScopedVariable {
+ public:
+  explicit ScopedMaxCpuIsa(const std::string& value) : ScopedVariable(cpu::kMaxCpuIsaVariable, value) {}
+  explicit ScopedMaxCpuIsa(cpu::CpuIsa isa) : ScopedMaxCpuIsa(std::string(cpu::to_string(isa))) {}
+};
+
+// FAPROBE_CPU_PATH for one scope: a path forced where the case can take it.
+class ScopedCpuPath : public ScopedVariable {
+ public:
+  explicit ScopedCpuPath(const std::string& path) : ScopedVariable(cpu::kCpuPathVariable, path) {}
 };
 
 inline const std::vector<cpu::CpuIsa>& all_cpu_isas() {

@@ -18,6 +18,7 @@
 
 #include "case_support.hpp"
 #include "cpu/cpu_isa.hpp"
+#include "cpu/measured_choice.hpp"
 #include "cpu_isa_support.hpp"
 #include "cpu/cpu_implementation.hpp"
 #include "cpu/factories.hpp"
@@ -213,9 +214,11 @@ void PrintTo(const TiledPathCase& param, std::ostream* out) {
   *out << "cpu.tiled at " << cpu::to_string(param.level) << " on " << param.c.label();
 }
 
+// "measured": bf16 with an even head_dim at the bf16 level, where the faster of avx512-bf16 and avx512-fp32 on
+// this CPU is taken.
 std::string expected_tiled_path(cpu::CpuIsa level, const Case& c) {
   if (level == cpu::CpuIsa::portable || c.seq_q < 24) return "portable-fp32";
-  if (level == cpu::CpuIsa::avx512_bf16 && c.dtype == DType::bf16 && c.head_dim % 2 == 0) return "avx512-bf16";
+  if (level == cpu::CpuIsa::avx512_bf16 && c.dtype == DType::bf16 && c.head_dim % 2 == 0) return "measured";
   return "avx512-fp32";
 }
 
@@ -244,7 +247,13 @@ TEST_P(TiledPath, MatchesReferenceOnThePathItNames) {
                              << result.note;
   EXPECT_LE(result.max_abs_diff, small_error(param.c.dtype));
   const nlohmann::json details = prepared->details();
-  EXPECT_EQ(details.at("path"), expected_tiled_path(param.level, param.c)) << details.dump();
+  const std::string expected = expected_tiled_path(param.level, param.c);
+  if (expected == "measured") {
+    EXPECT_TRUE(details.at("path") == "avx512-bf16" || details.at("path") == "avx512-fp32") << details.dump();
+    EXPECT_NE(details.value("path_note", "").find("bf16 path measured"), std::string::npos) << details.dump();
+    return;
+  }
+  EXPECT_EQ(details.at("path"), expected) << details.dump();
   // A path below the best one this CPU has for the case says why in path_note; the best path needs none.
   // Capped to portable, that is every case on a CPU with AVX-512 and none on a CPU without it (where
   // portable is the best there is).
@@ -266,6 +275,64 @@ std::string tiled_path_name(const testing::TestParamInfo<TiledPathCase>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, TiledPath, testing::ValuesIn(tiled_path_cases()), tiled_path_name);
+
+// The measured choice (cpu/measured_choice.hpp) with planted candidates: a slower right one loses, a faster
+// wrong one is never taken, and with none right there is no choice.
+TEST(MeasuredChoice, TheFastestRightCandidateWinsAndAWrongOneNever) {
+  const std::vector<float> expected(4096, 0.5f);
+  const auto slow = [&](std::vector<float>& out) {
+    volatile double sink = 0;
+    for (int i = 0; i < 2000000; ++i) sink = sink + 1e-9 * i;
+    out = expected;
+  };
+  const auto fast = [&](std::vector<float>& out) { out = expected; };
+  const auto wrong = [&](std::vector<float>& out) {
+    out = expected;
+    out[7] += 0.25f;  // one element off: a broken path that is also the fastest
+  };
+  const cpu::MeasuredChoice choice =
+      cpu::choose_fastest({{"slow", slow}, {"wrong", wrong}, {"fast", fast}}, expected, 1e-2);
+  EXPECT_EQ(choice.chosen, 2u) << choice.note;
+  EXPECT_NE(choice.note.find("wrong wrong: max |diff| 0.25"), std::string::npos) << choice.note;
+  EXPECT_NE(choice.note.find("slow "), std::string::npos) << choice.note;
+  EXPECT_EQ(cpu::choose_fastest({{"fast", fast}, {"slow", slow}}, expected, 1e-2).chosen, 0u);
+  EXPECT_THROW(cpu::choose_fastest({{"wrong", wrong}}, expected, 1e-2), std::logic_error);
+  const auto short_output = [&](std::vector<float>& out) { out.assign(10, 0.5f); };
+  EXPECT_THROW(cpu::choose_fastest({{"short", short_output}}, expected, 1e-2), std::logic_error);
+}
+
+// FAPROBE_CPU_PATH forces a path where the case can take it, and a value that is not a path is refused naming
+// the variable.
+TEST(CpuPath, AForcedPathIsTakenAndABadOneRefused) {
+  Case c;
+  c.batch = 1;
+  c.heads = c.kv_heads = 2;
+  c.seq_q = c.seq_k = 64;
+  c.head_dim = 32;
+  c.dtype = DType::bf16;
+  const auto path_of = [&] {
+    const std::unique_ptr<Implementation> impl = cpu::make_tiled();
+    return impl->prepare(c)->details().at("path").get<std::string>();
+  };
+  {
+    const test_support::ScopedCpuPath forced("portable-fp32");
+    EXPECT_EQ(path_of(), "portable-fp32");
+  }
+  if (cpu::detected_cpu_isa() >= cpu::CpuIsa::avx512_bf16) {
+    for (const char* path : {"avx512-bf16", "avx512-fp32"}) {
+      const test_support::ScopedCpuPath forced(path);
+      EXPECT_EQ(path_of(), path);
+    }
+  }
+  const test_support::ScopedCpuPath bad("amx");
+  try {
+    cpu::cpu_path_setting();
+    ADD_FAILURE() << "FAPROBE_CPU_PATH=amx was accepted";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("FAPROBE_CPU_PATH"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("portable-fp32, avx512-fp32, avx512-bf16"), std::string::npos);
+  }
+}
 
 TEST(CpuIsa, LevelsParseAndABadSettingIsRefusedNamingTheVariable) {
   for (cpu::CpuIsa level : test_support::all_cpu_isas()) EXPECT_EQ(cpu::parse_cpu_isa(cpu::to_string(level)), level);

@@ -41,6 +41,15 @@ std::optional<CpuIsa> max_cpu_isa_setting() {
                               "' is not an instruction set level (allowed: portable, avx512, avx512-bf16)");
 }
 
+std::optional<std::string> cpu_path_setting() {
+  const char* value = std::getenv(kCpuPathVariable);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  const std::string setting(value);
+  if (setting == "portable-fp32" || setting == "avx512-fp32" || setting == "avx512-bf16") return setting;
+  throw std::invalid_argument(std::string(kCpuPathVariable) + ": '" + setting +
+                              "' is not a code path (allowed: portable-fp32, avx512-fp32, avx512-bf16)");
+}
+
 CpuIsa cpu_isa() {
   const CpuIsa detected = detected_cpu_isa();
   const std::optional<CpuIsa> cap = max_cpu_isa_setting();

@@ -28,4 +28,12 @@ std::optional<CpuIsa> max_cpu_isa_setting();
 // What the kernels use: the detected level, capped by FAPROBE_MAX_CPU_ISA.
 CpuIsa cpu_isa();
 
+// Where a CPU kernel has several paths at one level, it chooses by measurement (cpu.tiled's bf16: its own
+// AVX512_BF16 path or the fp32 path on the same data, whichever this CPU runs faster). FAPROBE_CPU_PATH forces
+// one where the case can take it, to measure it or to test it: "portable-fp32", "avx512-fp32" or
+// "avx512-bf16" (FAPROBE_MAX_CPU_ISA still caps). Its value (unset or empty: none); throws
+// std::invalid_argument with one line naming the variable and the paths when it is not one of them.
+inline constexpr const char* kCpuPathVariable = "FAPROBE_CPU_PATH";
+std::optional<std::string> cpu_path_setting();
+
 }  // namespace faprobe::cpu

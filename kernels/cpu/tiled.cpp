@@ -6,8 +6,9 @@
 // shared dynamically among the threads, heaviest causal blocks first, so both cores work even at batch 1,
 // heads 1. Query head h reads KV head c.kv_head_of(h). Under the causal mask, key blocks entirely above the
 // diagonal are skipped and only blocks that cross it are masked. One of three paths computes an item,
-// chosen at run time from the CPU's instructions (cpu_isa.hpp) and the case (choose_path), and named in the
-// record's details ("path", with "path_note" where a better one was not taken):
+// chosen at run time from the CPU's instructions (cpu_isa.hpp), the case (choose_path) and, for bf16 where
+// both AVX-512 paths run, by which of them this CPU measures faster (measured_bf16_path), and named in the
+// record's details ("path", with "path_note" where a better one was not taken or the choice was measured):
 //   avx512-fp32    fp32, fp16 (and bf16 without AVX512_BF16): the query block as panels of 32 rows, each
 //                  walking the key blocks through tiled_avx512.cpp's fp32 step (Qᵀ packed once per item; K
 //                  and V copied once per key block into the thread's workspace, converted from fp16/bf16,
@@ -37,7 +38,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -50,15 +55,19 @@
 #include "cpu/cpu_implementation.hpp"
 #include "cpu/cpu_isa.hpp"
 #include "cpu/factories.hpp"
+#include "cpu/measured_choice.hpp"
 #include "cpu/online_softmax.hpp"
 #include "cpu/planted.hpp"
 #include "cpu/tiled_avx512.hpp"
+#include "model/kv_layout.hpp"
+#include "model/tensor.hpp"
 
 namespace faprobe::cpu {
 namespace {
 
 // The code path of a case (details "path").
 enum class TiledPath { portable_fp32, avx512_fp32, avx512_bf16 };
+
 
 std::string_view to_string(TiledPath path) {
   switch (path) {
@@ -79,8 +88,24 @@ struct PathChoice {
 // 2.17 against 2.25 at 24, and 2.41 against 2.17 at 28 (decode, seq_q 1: 0.26 against 1.96 ms).
 constexpr std::int64_t kMinPanelQueryRows = 24;
 
-// The best path for this case on this CPU, capped by FAPROBE_MAX_CPU_ISA.
+// FAPROBE_CPU_PATH's path (cpu_isa.hpp), if set.
+std::optional<TiledPath> forced_path() {
+  const std::optional<std::string> setting = cpu_path_setting();
+  if (!setting) return std::nullopt;
+  for (const TiledPath path : {TiledPath::portable_fp32, TiledPath::avx512_fp32, TiledPath::avx512_bf16}) {
+    if (to_string(path) == *setting) return path;
+  }
+  return std::nullopt;
+}
+
+// bf16 with AVX512_BF16 available: its own path or the fp32 path on the same data, whichever this CPU runs
+// faster (measured once per head_dim in a process; defined below, after the kernels it times).
+PathChoice measured_bf16_path(std::int64_t head_dim);
+
+// The best path for this case on this CPU, capped by FAPROBE_MAX_CPU_ISA, forced by FAPROBE_CPU_PATH.
 PathChoice choose_path(const Case& c) {
+  const std::optional<TiledPath> forced = forced_path();
+  if (forced == TiledPath::portable_fp32) return {TiledPath::portable_fp32, fmt::format("{}=portable-fp32", kCpuPathVariable)};
   const CpuIsa isa = cpu_isa();
   const CpuIsa detected = detected_cpu_isa();
   // Formatted only where it is the note: forward() plans every timed call.
@@ -101,7 +126,11 @@ PathChoice choose_path(const Case& c) {
     if (c.head_dim % 2 != 0) {
       return {TiledPath::avx512_fp32, "bf16 computed in fp32: vdpbf16ps takes head_dim in pairs and it is odd"};
     }
-    return {TiledPath::avx512_bf16, ""};
+    if (forced == TiledPath::avx512_bf16) return {TiledPath::avx512_bf16, ""};
+    if (forced == TiledPath::avx512_fp32) {
+      return {TiledPath::avx512_fp32, fmt::format("bf16 computed in fp32: {}=avx512-fp32", kCpuPathVariable)};
+    }
+    return measured_bf16_path(c.head_dim);
   }
   if (c.dtype == DType::fp16) {
     return {TiledPath::avx512_fp32, "fp16 computed in fp32: x86 has no fp16 dot product accumulating in fp32"};
@@ -152,9 +181,9 @@ struct TiledPlan {
   }
 };
 
-TiledPlan plan_tiled(const Case& c) {
+TiledPlan plan_tiled(const Case& c, const PathChoice& choice) {
   TiledPlan plan;
-  plan.choice = choose_path(c);
+  plan.choice = choice;
   plan.head_dim = c.head_dim;
   // 128 × 128: a panel's scores (16 KiB), the item's Q panels and accumulator (32 KiB each at head_dim 64)
   // and one key block's K and V (64 KiB) stay in a core's L2 (512 KiB to 2 MiB on AVX-512 parts), and seq
@@ -175,6 +204,8 @@ TiledPlan plan_tiled(const Case& c) {
                     (c.dtype != DType::fp32 || (plan.choice.path == TiledPath::avx512_fp32 && c.kv_heads > 1));
   return plan;
 }
+
+TiledPlan plan_tiled(const Case& c) { return plan_tiled(c, choose_path(c)); }
 
 // One work item on the portable path: rows [q0, q0 + block_q) of query head `head` in batch entry `b`.
 template <class T, PlantedDefect Defect>
@@ -406,6 +437,50 @@ void tiled_forward(const ForwardArgs& args, const TiledPlan& plan) {
       attend_query_block_simd<T, Defect, Path>(args, plan, bh / c.heads, bh % c.heads, q_block * plan.block_q, own);
     }
   }
+}
+
+PathChoice measured_bf16_path(std::int64_t head_dim) {
+  static std::mutex mutex;
+  static std::map<std::int64_t, PathChoice> chosen;  // by head_dim
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto found = chosen.find(head_dim); found != chosen.end()) return found->second;
+  // The probe: b1 h2 s256, no mask (2 query blocks of 128 per head, one per core of a 2-core machine), the
+  // case's head_dim; the portable path's output is the expected one.
+  Case probe;
+  probe.batch = 1;
+  probe.heads = probe.kv_heads = 2;
+  probe.seq_q = probe.seq_k = 256;
+  probe.head_dim = head_dim;
+  probe.dtype = DType::bf16;
+  probe.seed = 1;
+  probe.validate();
+  const AttentionInputs inputs = make_inputs(probe);
+  HostTensor output = make_output(probe);
+  const KvLayout layout = make_kv_layout(probe);
+  const ForwardArgs args{probe, inputs.q, inputs.k, inputs.v, output, layout};
+  const auto run = [&](auto path_tag, std::vector<float>& out) {
+    constexpr TiledPath path = decltype(path_tag)::value;
+    tiled_forward<Eigen::bfloat16, PlantedDefect::none, path>(args, plan_tiled(probe, PathChoice{path, ""}));
+    out.resize(std::size_t(output.elements()));
+    for (std::int64_t i = 0; i < output.elements(); ++i) out[std::size_t(i)] = output.get(i);
+  };
+  using Portable = std::integral_constant<TiledPath, TiledPath::portable_fp32>;
+  using Fp32 = std::integral_constant<TiledPath, TiledPath::avx512_fp32>;
+  using Bf16 = std::integral_constant<TiledPath, TiledPath::avx512_bf16>;
+  std::vector<float> expected;
+  run(Portable{}, expected);
+  const std::vector<CandidatePath> candidates = {
+      {std::string(to_string(TiledPath::avx512_bf16)), [&](std::vector<float>& out) { run(Bf16{}, out); }},
+      {std::string(to_string(TiledPath::avx512_fp32)), [&](std::vector<float>& out) { run(Fp32{}, out); }},
+  };
+  // Both paths differ from the portable one by bf16's rounding of P (up to 2^-9 relative), far below 3e-2.
+  const MeasuredChoice measured = choose_fastest(candidates, expected, 3e-2);
+  const TiledPath path = measured.chosen == 0 ? TiledPath::avx512_bf16 : TiledPath::avx512_fp32;
+  PathChoice choice{path, fmt::format("bf16 path measured in this process (b1 h2 s256 d{}, fastest of 3): {}{}",
+                                      head_dim, measured.note,
+                                      path == TiledPath::avx512_fp32 ? "; bf16 computed in fp32" : "")};
+  chosen.emplace(head_dim, choice);
+  return choice;
 }
 
 template <PlantedDefect Defect> class Tiled final : public CpuImplementation {

@@ -296,6 +296,7 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   const double calibration_s = calibration_seconds(timing);  // a bad setting is refused before any file is opened
   try {
     cpu::max_cpu_isa_setting();  // the CPU kernels' cap (cpu/cpu_isa.hpp), refused here rather than per case
+    cpu::cpu_path_setting();     // and their forced path
   } catch (const std::invalid_argument& error) {
     throw UsageError(error.what());
   }
