@@ -304,12 +304,7 @@ TEST(MeasuredChoice, TheFastestRightCandidateWinsAndAWrongOneNever) {
 // FAPROBE_CPU_PATH forces a path where the case can take it, and a value that is not a path is refused naming
 // the variable.
 TEST(CpuPath, AForcedPathIsTakenAndABadOneRefused) {
-  Case c;
-  c.batch = 1;
-  c.heads = c.kv_heads = 2;
-  c.seq_q = c.seq_k = 64;
-  c.head_dim = 32;
-  c.dtype = DType::bf16;
+  const Case c = make_case(1, 2, 2, 64, 64, 32, DType::bf16, Mask::none);
   const auto path_of = [&] {
     const std::unique_ptr<Implementation> impl = cpu::make_tiled();
     return impl->prepare(c)->details().at("path").get<std::string>();
