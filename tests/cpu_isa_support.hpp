@@ -47,8 +47,18 @@ class ScopedCpuPath : public ScopedVariable {
 
 inline const std::vector<cpu::CpuIsa>& all_cpu_isas() {
   static const std::vector<cpu::CpuIsa> levels = {cpu::CpuIsa::portable, cpu::CpuIsa::avx512,
-                                                  cpu::CpuIsa::avx512_bf16};
+                                                  cpu::CpuIsa::avx512_bf16, cpu::CpuIsa::amx};
   return levels;
+}
+
+// Why this CPU cannot run `level` (for GTEST_SKIP), or "" when it can: the machine CI runs on may lack AMX
+// or AVX-512, and then says so instead of passing silently.
+inline std::string cannot_run(cpu::CpuIsa level) {
+  if (cpu::detected_cpu_isa() >= level) return "";
+  std::string why = "this CPU runs up to " + std::string(cpu::to_string(cpu::detected_cpu_isa())) + ", not " +
+                    std::string(cpu::to_string(level));
+  if (level == cpu::CpuIsa::amx && !cpu::amx_refusal().empty()) why += ": " + cpu::amx_refusal();
+  return why;
 }
 
 }  // namespace faprobe::test_support

@@ -22,6 +22,7 @@
 #include "cpu_isa_support.hpp"
 #include "cpu/cpu_implementation.hpp"
 #include "cpu/factories.hpp"
+#include "cpu/tiled_amx.hpp"
 #include "model/case.hpp"
 #include "model/memory.hpp"
 #include "reference/check.hpp"
@@ -214,11 +215,11 @@ void PrintTo(const TiledPathCase& param, std::ostream* out) {
   *out << "cpu.tiled at " << cpu::to_string(param.level) << " on " << param.c.label();
 }
 
-// "measured": bf16 with an even head_dim at the bf16 level, where the faster of avx512-bf16 and avx512-fp32 on
-// this CPU is taken.
+// "measured": bf16 with an even head_dim at the bf16 or AMX level, where the fastest of avx512-bf16,
+// avx512-fp32 and (at the AMX level, head_dim a multiple of 32) amx-bf16 on this CPU is taken.
 std::string expected_tiled_path(cpu::CpuIsa level, const Case& c) {
   if (level == cpu::CpuIsa::portable || c.seq_q < 24) return "portable-fp32";
-  if (level == cpu::CpuIsa::avx512_bf16 && c.dtype == DType::bf16 && c.head_dim % 2 == 0) return "measured";
+  if (level >= cpu::CpuIsa::avx512_bf16 && c.dtype == DType::bf16 && c.head_dim % 2 == 0) return "measured";
   return "avx512-fp32";
 }
 
@@ -234,10 +235,7 @@ class TiledPath : public testing::TestWithParam<TiledPathCase> {};
 
 TEST_P(TiledPath, MatchesReferenceOnThePathItNames) {
   const TiledPathCase& param = GetParam();
-  if (cpu::detected_cpu_isa() < param.level) {
-    GTEST_SKIP() << "this CPU runs up to " << cpu::to_string(cpu::detected_cpu_isa()) << ", not "
-                 << cpu::to_string(param.level);
-  }
+  if (const std::string why = test_support::cannot_run(param.level); !why.empty()) GTEST_SKIP() << why;
   const test_support::ScopedMaxCpuIsa cap(param.level);
   const std::unique_ptr<Implementation> impl = cpu::make_tiled();
   const std::unique_ptr<PreparedCase> prepared = impl->prepare(param.c);
@@ -249,8 +247,17 @@ TEST_P(TiledPath, MatchesReferenceOnThePathItNames) {
   const nlohmann::json details = prepared->details();
   const std::string expected = expected_tiled_path(param.level, param.c);
   if (expected == "measured") {
-    EXPECT_TRUE(details.at("path") == "avx512-bf16" || details.at("path") == "avx512-fp32") << details.dump();
-    EXPECT_NE(details.value("path_note", "").find("bf16 path measured"), std::string::npos) << details.dump();
+    const bool amx = param.level == cpu::CpuIsa::amx && param.c.head_dim % 32 == 0;
+    EXPECT_TRUE(details.at("path") == "avx512-bf16" || details.at("path") == "avx512-fp32" ||
+                (amx && details.at("path") == "amx-bf16"))
+        << details.dump();
+    const std::string note = details.value("path_note", "");
+    EXPECT_NE(note.find("bf16 path measured"), std::string::npos) << details.dump();
+    // The candidates timed are the ones the level and the case allow, and a case AMX cannot take says why.
+    EXPECT_EQ(note.find("amx-bf16 ") != std::string::npos, amx) << details.dump();
+    if (param.level == cpu::CpuIsa::amx && !amx) {
+      EXPECT_NE(note.find("AMX not used"), std::string::npos) << note;
+    }
     return;
   }
   EXPECT_EQ(details.at("path"), expected) << details.dump();
@@ -275,6 +282,69 @@ std::string tiled_path_name(const testing::TestParamInfo<TiledPathCase>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, TiledPath, testing::ValuesIn(tiled_path_cases()), tiled_path_name);
+
+// cpu.tiled's AMX path forced (FAPROBE_CPU_PATH=amx-bf16) on bf16 cases with the shapes its tiles find hard:
+// key counts that are not whole 32-key steps (the padded keys and probability pairs), the causal diagonal
+// crossing a step, panels that stop before the key block's end, GQA and MQA, every head_dim it takes. On a
+// CPU without AMX (or where Linux refuses the tile state) each case skips and says why.
+std::vector<Case> amx_cases() {
+  const Mask none = Mask::none, causal = Mask::causal, top_left = Mask::causal_top_left;
+  return {
+      make_case(1, 2, 2, 32, 32, 32, DType::bf16, none),
+      make_case(1, 2, 2, 33, 33, 64, DType::bf16, causal),
+      make_case(2, 4, 1, 129, 129, 128, DType::bf16, causal),   // MQA
+      make_case(1, 8, 2, 300, 300, 64, DType::bf16, causal),    // GQA 4:1
+      make_case(1, 2, 2, 200, 1000, 256, DType::bf16, causal),  // seq_q < seq_k
+      make_case(1, 2, 2, 1000, 127, 96, DType::bf16, causal),   // seq_q > seq_k: rows that see no key
+      make_case(1, 2, 2, 100, 900, 64, DType::bf16, top_left),
+      make_case(1, 1, 1, 517, 517, 160, DType::bf16, none),
+  };
+}
+
+class AmxPath : public testing::TestWithParam<Case> {};
+
+TEST_P(AmxPath, MatchesTheReference) {
+  if (const std::string why = test_support::cannot_run(cpu::CpuIsa::amx); !why.empty()) GTEST_SKIP() << why;
+  const Case& c = GetParam();
+  const test_support::ScopedCpuPath forced("amx-bf16");
+  const std::unique_ptr<Implementation> impl = cpu::make_tiled();
+  const std::unique_ptr<PreparedCase> prepared = impl->prepare(c);
+  prepared->timed_run();
+  EXPECT_EQ(prepared->details().at("path"), "amx-bf16") << prepared->details().dump();
+  const VerifyResult result = check_output(c, GeneratedInputs(c), prepared->output());
+  EXPECT_TRUE(result.passed) << "max_abs_diff " << result.max_abs_diff << ", tolerance " << result.tolerance << " "
+                             << result.note;
+  EXPECT_LE(result.max_abs_diff, small_error(c.dtype));
+}
+
+std::string amx_case_name(const testing::TestParamInfo<Case>& param_info) {
+  return "case" + std::to_string(param_info.index);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AmxPath, testing::ValuesIn(amx_cases()), amx_case_name);
+
+// The AMX path's Vᵀ (a 16 × 16 word transpose in AVX-512 registers) against the plain loop, with key counts
+// that are not whole steps (the padding must be zeros) and rows strided as in a [seq][heads][head_dim] tensor.
+TEST(AmxPath, ValuesTransposeLikeThePlainLoop) {
+  if (const std::string why = test_support::cannot_run(cpu::CpuIsa::avx512); !why.empty()) GTEST_SKIP() << why;
+  for (const std::int64_t cols : {1, 31, 32, 45, 128}) {
+    for (const std::int64_t head_dim : {32, 64, 96}) {
+      const std::int64_t stride = 3 * head_dim;  // three heads per row
+      std::vector<std::uint16_t> values(std::size_t(cols * stride));
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::uint16_t(i * 2654435761u >> 7);
+      const std::int64_t padded = cpu::amx::padded_keys(cols);
+      std::vector<std::uint16_t> transposed(std::size_t(head_dim * padded), 0xFFFF);
+      cpu::amx::transpose_values(values.data() + head_dim, stride, cols, head_dim, transposed.data(), padded);
+      for (std::int64_t d = 0; d < head_dim; ++d) {
+        for (std::int64_t j = 0; j < padded; ++j) {
+          const std::uint16_t expected = j < cols ? values[std::size_t(j * stride + head_dim + d)] : 0;
+          ASSERT_EQ(transposed[std::size_t(d * padded + j)], expected) << "cols " << cols << " head_dim " << head_dim
+                                                                       << " at [" << d << "][" << j << "]";
+        }
+      }
+    }
+  }
+}
 
 // The measured choice (cpu/measured_choice.hpp) with planted candidates: a slower right one loses, a faster
 // wrong one is never taken, and with none right there is no choice.
@@ -319,13 +389,19 @@ TEST(CpuPath, AForcedPathIsTakenAndABadOneRefused) {
       EXPECT_EQ(path_of(), path);
     }
   }
+  if (cpu::detected_cpu_isa() >= cpu::CpuIsa::amx) {
+    const test_support::ScopedCpuPath forced("amx-bf16");
+    EXPECT_EQ(path_of(), "amx-bf16");
+    const test_support::ScopedMaxCpuIsa capped(cpu::CpuIsa::avx512_bf16);  // the cap wins over the forced path
+    EXPECT_NE(path_of(), "amx-bf16");
+  }
   const test_support::ScopedCpuPath bad("amx");
   try {
     cpu::cpu_path_setting();
     ADD_FAILURE() << "FAPROBE_CPU_PATH=amx was accepted";
   } catch (const std::invalid_argument& error) {
     EXPECT_NE(std::string(error.what()).find("FAPROBE_CPU_PATH"), std::string::npos) << error.what();
-    EXPECT_NE(std::string(error.what()).find("portable-fp32, avx512-fp32, avx512-bf16"), std::string::npos);
+    EXPECT_NE(std::string(error.what()).find("portable-fp32, avx512-fp32, avx512-bf16, amx-bf16"), std::string::npos);
   }
 }
 
@@ -340,7 +416,7 @@ TEST(CpuIsa, LevelsParseAndABadSettingIsRefusedNamingTheVariable) {
       ADD_FAILURE() << "FAPROBE_MAX_CPU_ISA=avx2 was accepted";
     } catch (const std::invalid_argument& error) {
       EXPECT_NE(std::string(error.what()).find("FAPROBE_MAX_CPU_ISA"), std::string::npos) << error.what();
-      EXPECT_NE(std::string(error.what()).find("portable, avx512, avx512-bf16"), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find("portable, avx512, avx512-bf16, amx"), std::string::npos) << error.what();
     }
   }
   {
@@ -348,7 +424,7 @@ TEST(CpuIsa, LevelsParseAndABadSettingIsRefusedNamingTheVariable) {
     EXPECT_EQ(cpu::cpu_isa(), cpu::CpuIsa::portable);
   }
   {
-    const test_support::ScopedMaxCpuIsa cap("avx512-bf16");  // a cap above the CPU changes nothing
+    const test_support::ScopedMaxCpuIsa cap("amx");  // a cap above the CPU changes nothing
     EXPECT_EQ(cpu::cpu_isa(), cpu::detected_cpu_isa());
   }
 }

@@ -83,11 +83,11 @@ std::string level_label(cpu::CpuIsa level) {
 }
 
 // cpu.tiled's defects on each of its code paths (cpu.tiled's path tests name which one a case takes): the
-// portable Eigen path, the AVX-512 fp32 step, and the AVX512_BF16 step with bf16 cases.
+// portable Eigen path, the AVX-512 fp32 step, the AVX512_BF16 step and the AMX step with bf16 cases.
 std::vector<Planted> tiled_planted() {
   std::vector<Planted> list;
   for (cpu::CpuIsa level : test_support::all_cpu_isas()) {
-    const DType dtype = level == cpu::CpuIsa::avx512_bf16 ? DType::bf16 : DType::fp32;
+    const DType dtype = level >= cpu::CpuIsa::avx512_bf16 ? DType::bf16 : DType::fp32;
     auto at = [&](std::int64_t seq_q, std::int64_t seq_k, Mask mask) {
       return planted_case(seq_q, seq_k, mask, Mode::prefill, dtype);
     };
@@ -126,15 +126,14 @@ class PlantedDefects : public testing::TestWithParam<Planted> {};
 
 TEST_P(PlantedDefects, CheckerReportsAMismatchWhereTheDefectMatters) {
   const Planted& p = GetParam();
-  if (p.level && cpu::detected_cpu_isa() < *p.level) {
-    GTEST_SKIP() << "this CPU runs up to " << cpu::to_string(cpu::detected_cpu_isa()) << ", not "
-                 << cpu::to_string(*p.level);
-  }
+  if (p.level && !test_support::cannot_run(*p.level).empty()) GTEST_SKIP() << test_support::cannot_run(*p.level);
   std::optional<test_support::ScopedMaxCpuIsa> cap;
   if (p.level) cap.emplace(*p.level);
-  // At the bf16 level the path is chosen by measurement: forced, so that the bf16 path is the one tried.
+  // At the bf16 and AMX levels the path is chosen by measurement: forced, so that the level's own path is the
+  // one tried.
   std::optional<test_support::ScopedCpuPath> path;
   if (p.level == cpu::CpuIsa::avx512_bf16) path.emplace("avx512-bf16");
+  if (p.level == cpu::CpuIsa::amx) path.emplace("amx-bf16");
   const std::unique_ptr<Implementation> good = p.make(PlantedDefect::none);
   const std::unique_ptr<Implementation> bad = p.make(p.defect);
   EXPECT_NE(good->name(), bad->name());

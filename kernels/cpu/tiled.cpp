@@ -5,9 +5,9 @@
 // Tiling: a work item is (batch entry, query head, query block of block_q rows); the items are flattened and
 // shared dynamically among the threads, heaviest causal blocks first, so both cores work even at batch 1,
 // heads 1. Query head h reads KV head c.kv_head_of(h). Under the causal mask, key blocks entirely above the
-// diagonal are skipped and only blocks that cross it are masked. One of three paths computes an item,
+// diagonal are skipped and only blocks that cross it are masked. One of four paths computes an item,
 // chosen at run time from the CPU's instructions (cpu_isa.hpp), the case (choose_path) and, for bf16 where
-// both AVX-512 paths run, by which of them this CPU measures faster (measured_bf16_path), and named in the
+// several paths run, by which of them this CPU measures fastest (measured_bf16_path), and named in the
 // record's details ("path", with "path_note" where a better one was not taken or the choice was measured):
 //   avx512-fp32    fp32, fp16 (and bf16 without AVX512_BF16): the query block as panels of 32 rows, each
 //                  walking the key blocks through tiled_avx512.cpp's fp32 step (Qᵀ packed once per item; K
@@ -17,6 +17,8 @@
 //                  GFLOP/s in place and 168 copied, h1 at 176 either way).
 //   avx512-bf16    bf16 on AVX512_BF16: the same walk with vdpbf16ps products (Q packed as pairs, K in
 //                  place, V interleaved by key pairs once per key block).
+//   amx-bf16       bf16 on AMX (head_dim a multiple of 32): the same walk with both products on AMX tiles
+//                  (tiled_amx.cpp; K in place, Vᵀ once per key block), 256 × 256 blocks.
 //   portable-fp32  any other CPU: Eigen GEMMs. Q_blk (scale folded in) is loaded once as fp32; for every key
 //                  block S = Q_blk·K_blkᵀ, the online softmax (online_softmax.hpp) turns S into P and
 //                  rescales the accumulator, and O_acc += P·V_blk. fp32 K and V are read in place through
@@ -58,6 +60,7 @@
 #include "cpu/measured_choice.hpp"
 #include "cpu/online_softmax.hpp"
 #include "cpu/planted.hpp"
+#include "cpu/tiled_amx.hpp"
 #include "cpu/tiled_avx512.hpp"
 #include "model/kv_layout.hpp"
 #include "model/tensor.hpp"
@@ -66,14 +69,14 @@ namespace faprobe::cpu {
 namespace {
 
 // The code path of a case (details "path").
-enum class TiledPath { portable_fp32, avx512_fp32, avx512_bf16 };
-
+enum class TiledPath { portable_fp32, avx512_fp32, avx512_bf16, amx_bf16 };
 
 std::string_view to_string(TiledPath path) {
   switch (path) {
     case TiledPath::portable_fp32: return "portable-fp32";
     case TiledPath::avx512_fp32: return "avx512-fp32";
     case TiledPath::avx512_bf16: return "avx512-bf16";
+    case TiledPath::amx_bf16: return "amx-bf16";
   }
   return "?";
 }
@@ -92,15 +95,17 @@ constexpr std::int64_t kMinPanelQueryRows = 24;
 std::optional<TiledPath> forced_path() {
   const std::optional<std::string> setting = cpu_path_setting();
   if (!setting) return std::nullopt;
-  for (const TiledPath path : {TiledPath::portable_fp32, TiledPath::avx512_fp32, TiledPath::avx512_bf16}) {
+  for (const TiledPath path :
+       {TiledPath::portable_fp32, TiledPath::avx512_fp32, TiledPath::avx512_bf16, TiledPath::amx_bf16}) {
     if (to_string(path) == *setting) return path;
   }
   return std::nullopt;
 }
 
-// bf16 with AVX512_BF16 available: its own path or the fp32 path on the same data, whichever this CPU runs
-// faster (measured once per head_dim in a process; defined below, after the kernels it times).
-PathChoice measured_bf16_path(std::int64_t head_dim);
+// bf16 with AVX512_BF16 available: its AMX path (where `with_amx`), its AVX512_BF16 path or the fp32 path on
+// the same data, whichever this CPU runs fastest (measured once per head_dim and candidate set in a process;
+// defined below, after the kernels it times). `amx_note` says why AMX was not a candidate, if it says anything.
+PathChoice measured_bf16_path(std::int64_t head_dim, bool with_amx, const std::string& amx_note);
 
 // The best path for this case on this CPU, capped by FAPROBE_MAX_CPU_ISA, forced by FAPROBE_CPU_PATH.
 PathChoice choose_path(const Case& c) {
@@ -126,11 +131,20 @@ PathChoice choose_path(const Case& c) {
     if (c.head_dim % 2 != 0) {
       return {TiledPath::avx512_fp32, "bf16 computed in fp32: vdpbf16ps takes head_dim in pairs and it is odd"};
     }
-    if (forced == TiledPath::avx512_bf16) return {TiledPath::avx512_bf16, ""};
+    // AMX takes head_dim in steps of 32 (tiled_amx.hpp).
+    std::string amx_note;
+    if (isa < CpuIsa::amx) {
+      amx_note = detected == CpuIsa::amx ? capped() : amx_refusal();
+    } else if (c.head_dim % amx::kHeadDimStep != 0) {
+      amx_note = fmt::format("AMX not used: it takes head_dim in multiples of {}", amx::kHeadDimStep);
+    }
+    const bool with_amx = isa == CpuIsa::amx && amx_note.empty();
+    if (forced == TiledPath::amx_bf16 && with_amx) return {TiledPath::amx_bf16, ""};
+    if (forced == TiledPath::avx512_bf16) return {TiledPath::avx512_bf16, amx_note};
     if (forced == TiledPath::avx512_fp32) {
       return {TiledPath::avx512_fp32, fmt::format("bf16 computed in fp32: {}=avx512-fp32", kCpuPathVariable)};
     }
-    return measured_bf16_path(c.head_dim);
+    return measured_bf16_path(c.head_dim, with_amx, amx_note);
   }
   if (c.dtype == DType::fp16) {
     return {TiledPath::avx512_fp32, "fp16 computed in fp32: x86 has no fp16 dot product accumulating in fp32"};
@@ -159,15 +173,20 @@ struct TiledPlan {
     return simd() ? panels() * avx512::kPanelRows * head_dim : cache_line_floats(block_q * head_dim);
   }
   std::int64_t row_state_floats() const { return simd() ? panels() * avx512::kPanelRows : 0; }
+  bool amx() const { return choice.path == TiledPath::amx_bf16; }
+  // Keys of a block as the steps store them: AMX pads them to whole tile steps.
+  std::int64_t stored_keys() const { return amx() ? amx::padded_keys(block_k) : block_k; }
   std::int64_t score_floats() const {  // avx512: also the scratch of one output row at the end
-    return simd() ? cache_line_floats(std::max(block_k * avx512::kPanelRows, head_dim))
+    return simd() ? cache_line_floats(std::max(stored_keys() * avx512::kPanelRows, head_dim))
                   : cache_line_floats(block_q * block_k);
   }
   std::int64_t pair_floats() const {  // bf16: probability pairs, one 32-bit word per pair and row
-    return choice.path == TiledPath::avx512_bf16 ? (block_k + 1) / 2 * avx512::kPanelRows : 0;
+    const bool pairs = choice.path == TiledPath::avx512_bf16 || amx();
+    return pairs ? cache_line_floats((stored_keys() + 1) / 2 * avx512::kPanelRows) : 0;
   }
   std::int64_t kv_tile_floats() const {
     if (choice.path == TiledPath::avx512_bf16) return cache_line_floats((block_k + 1) / 2 * head_dim);  // V pairs
+    if (amx()) return cache_line_floats(stored_keys() * head_dim / 2);  // K rows and Vᵀ, bf16
     return convert_kv ? cache_line_floats(block_k * head_dim) : 0;
   }
   std::int64_t partial_floats() const { return !simd() && head_dim > kDotPiece ? score_floats() : 0; }
@@ -193,6 +212,13 @@ TiledPlan plan_tiled(const Case& c, const PathChoice& choice) {
   // behind in the next at s4096, s16384 and at head_dim 128 (s2048), in both dtypes, so one choice serves all.
   plan.block_q = 128;
   plan.block_k = 128;
+  // The AMX path: 256 × 256. Each key block is transposed (Vᵀ) once for the item's panels, and the P·V
+  // product walks a block's keys with its Oᵀ tiles held: twice the rows and keys amortize both. Measured on a
+  // 2-core Intel Xeon (AMX-BF16), fastest of 5 interleaved runs: b1 h8 d64 causal s4096 30.7 ms at 128 × 128,
+  // 28.5 at 128 × 256, 26.9 at 256 × 256, 26.6 at 256 × 512; d128 s2048 no mask 23.7, 20.0 and 19.8 ms at
+  // 128 × 128, 256 × 256 and 256 × 512. Workspace per thread at head_dim 128: 2 × 128 KiB of Qᵀ and Oᵀ,
+  // 32 KiB of Sᵀ and 2 × 64 KiB of K and Vᵀ, within a 2 MiB L2.
+  if (plan.amx()) plan.block_q = plan.block_k = 256;
   plan.threads = cpu_threads();
   // Small cases (batch 1, heads 1, a few hundred rows): halve block_q (down to 32) until every thread has a
   // few query blocks to take, so that no core idles.
@@ -200,7 +226,7 @@ TiledPlan plan_tiled(const Case& c, const PathChoice& choice) {
   while (plan.block_q > 32 && query_blocks() < 4 * plan.threads) plan.block_q /= 2;
   plan.block_q = std::min(plan.block_q, c.seq_q);
   plan.block_k = std::min(plan.block_k, c.seq_k);
-  plan.convert_kv = plan.choice.path != TiledPath::avx512_bf16 &&
+  plan.convert_kv = plan.choice.path != TiledPath::avx512_bf16 && !plan.amx() &&
                     (c.dtype != DType::fp32 || (plan.choice.path == TiledPath::avx512_fp32 && c.kv_heads > 1));
   return plan;
 }
@@ -322,7 +348,8 @@ void pack_query_panel(const HostTensor& q, std::int64_t b, std::int64_t first, s
 template <class T, PlantedDefect Defect, TiledPath Path>
 void attend_query_block_simd(const ForwardArgs& args, const TiledPlan& plan, std::int64_t b, std::int64_t head,
                              std::int64_t q0, float* workspace) {
-  constexpr bool kBf16 = Path == TiledPath::avx512_bf16;
+  constexpr bool kAmx = Path == TiledPath::amx_bf16;
+  constexpr bool kBf16 = Path == TiledPath::avx512_bf16 || kAmx;
   const Case& c = args.c;
   const std::int64_t head_dim = c.head_dim;
   const std::int64_t kv_head = c.kv_head_of(head);
@@ -350,6 +377,7 @@ void attend_query_block_simd(const ForwardArgs& args, const TiledPlan& plan, std
     std::fill(acc + p * panel_floats, acc + (p + 1) * panel_floats, 0.0f);
   }
 
+  if constexpr (kAmx) amx::configure_tiles();
   avx512::PanelBlock block;
   block.head_dim = head_dim;
   block.diagonal = causal_diagonal<Defect>(c);
@@ -363,7 +391,25 @@ void attend_query_block_simd(const ForwardArgs& args, const TiledPlan& plan, std
     // K and V of the block as the step reads them: in place (fp32, one KV head), copied or converted to
     // dense fp32 rows (plan.convert_kv), or for bf16 K in place and V in key pairs.
     const std::int64_t kv_offset = args.k.offset(b, k0, kv_head), kv_stride = args.k.row_stride();
-    if constexpr (kBf16) {
+    if constexpr (kAmx) {  // K rows in place (a block of whole tile steps) or padded with zeros; Vᵀ
+      const auto* key_rows = reinterpret_cast<const std::uint16_t*>(args.k.data<T>() + kv_offset);
+      if (cols == amx::padded_keys(cols)) {
+        block.keys = key_rows;
+        block.key_stride = kv_stride;
+      } else {
+        auto* packed_keys = reinterpret_cast<std::uint16_t*>(key_block);
+        for (std::int64_t j = 0; j < cols; ++j) {
+          std::memcpy(packed_keys + j * head_dim, key_rows + j * kv_stride, std::size_t(head_dim) * 2);
+        }
+        std::fill(packed_keys + cols * head_dim, packed_keys + amx::padded_keys(cols) * head_dim, std::uint16_t(0));
+        block.keys = packed_keys;
+        block.key_stride = head_dim;
+      }
+      amx::transpose_values(reinterpret_cast<const std::uint16_t*>(args.v.data<T>() + kv_offset), kv_stride, cols,
+                            head_dim, reinterpret_cast<std::uint16_t*>(value_block), plan.stored_keys());
+      block.values = value_block;
+      block.value_stride = plan.stored_keys();
+    } else if constexpr (kBf16) {
       block.keys = args.k.data<T>() + kv_offset;
       block.key_stride = kv_stride;
       auto* value_pairs = reinterpret_cast<std::uint32_t*>(value_block);
@@ -391,13 +437,17 @@ void attend_query_block_simd(const ForwardArgs& args, const TiledPlan& plan, std
       block.row_max = row_max + p * kPanelRows;
       block.row_sum = row_sum + p * kPanelRows;
       block.acc = acc + p * panel_floats;
-      if constexpr (kBf16) {
+      if constexpr (kAmx) {
+        amx::attend_block(block);
+      } else if constexpr (kBf16) {
         avx512::attend_block_bf16(block);
       } else {
         avx512::attend_block_fp32(block);
       }
     }
   }
+
+  if constexpr (kAmx) amx::release_tiles();
 
   // O = Oᵀ / row_sum, transposed back (zeros for a row that saw no key); scores is the row's scratch.
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -439,17 +489,25 @@ void tiled_forward(const ForwardArgs& args, const TiledPlan& plan) {
   }
 }
 
-PathChoice measured_bf16_path(std::int64_t head_dim) {
+PathChoice measured_bf16_path(std::int64_t head_dim, bool with_amx, const std::string& amx_note) {
   static std::mutex mutex;
-  static std::map<std::int64_t, PathChoice> chosen;  // by head_dim
+  static std::map<std::pair<std::int64_t, bool>, PathChoice> chosen;  // by head_dim and candidate set
   const std::lock_guard<std::mutex> lock(mutex);
-  if (const auto found = chosen.find(head_dim); found != chosen.end()) return found->second;
-  // The probe: b1 h2 s256, no mask (2 query blocks of 128 per head, one per core of a 2-core machine), the
-  // case's head_dim; the portable path's output is the expected one.
+  const auto with_note = [&](PathChoice choice) {  // why AMX was not a candidate, for this case
+    if (!amx_note.empty()) choice.note += "; " + amx_note;
+    return choice;
+  };
+  if (const auto found = chosen.find({head_dim, with_amx}); found != chosen.end()) return with_note(found->second);
+  // The probe: b1 h2 s512, no mask, the case's head_dim; the portable path's output is the expected one. Long
+  // enough for each path's per-block costs (packing, Vᵀ) to weigh as they do in real cases: at s256 the AMX
+  // path measured 0.21 ms against avx512-fp32's 0.32 (d64), at s512 0.60 against 0.93, at s1024 1.5 against
+  // 3.0, and b1 h8 d64 causal s4096 ran 27 against ~85 ms (Intel Xeon with AMX). Cost at d64: ~10 ms once per
+  // process.
+  constexpr std::int64_t kProbeSeq = 512;
   Case probe;
   probe.batch = 1;
   probe.heads = probe.kv_heads = 2;
-  probe.seq_q = probe.seq_k = 256;
+  probe.seq_q = probe.seq_k = kProbeSeq;
   probe.head_dim = head_dim;
   probe.dtype = DType::bf16;
   probe.seed = 1;
@@ -467,20 +525,27 @@ PathChoice measured_bf16_path(std::int64_t head_dim) {
   using Portable = std::integral_constant<TiledPath, TiledPath::portable_fp32>;
   using Fp32 = std::integral_constant<TiledPath, TiledPath::avx512_fp32>;
   using Bf16 = std::integral_constant<TiledPath, TiledPath::avx512_bf16>;
+  using Amx = std::integral_constant<TiledPath, TiledPath::amx_bf16>;
   std::vector<float> expected;
   run(Portable{}, expected);
-  const std::vector<CandidatePath> candidates = {
-      {std::string(to_string(TiledPath::avx512_bf16)), [&](std::vector<float>& out) { run(Bf16{}, out); }},
-      {std::string(to_string(TiledPath::avx512_fp32)), [&](std::vector<float>& out) { run(Fp32{}, out); }},
-  };
-  // Both paths differ from the portable one by bf16's rounding of P (up to 2^-9 relative), far below 3e-2.
+  std::vector<TiledPath> paths;
+  std::vector<CandidatePath> candidates;
+  if (with_amx) {
+    paths.push_back(TiledPath::amx_bf16);
+    candidates.push_back({std::string(to_string(TiledPath::amx_bf16)), [&](std::vector<float>& out) { run(Amx{}, out); }});
+  }
+  paths.push_back(TiledPath::avx512_bf16);
+  candidates.push_back({std::string(to_string(TiledPath::avx512_bf16)), [&](std::vector<float>& out) { run(Bf16{}, out); }});
+  paths.push_back(TiledPath::avx512_fp32);
+  candidates.push_back({std::string(to_string(TiledPath::avx512_fp32)), [&](std::vector<float>& out) { run(Fp32{}, out); }});
+  // Every path differs from the portable one by bf16's rounding of P (up to 2^-9 relative), far below 3e-2.
   const MeasuredChoice measured = choose_fastest(candidates, expected, 3e-2);
-  const TiledPath path = measured.chosen == 0 ? TiledPath::avx512_bf16 : TiledPath::avx512_fp32;
-  PathChoice choice{path, fmt::format("bf16 path measured in this process (b1 h2 s256 d{}, fastest of 3): {}{}",
-                                      head_dim, measured.note,
+  const TiledPath path = paths[measured.chosen];
+  PathChoice choice{path, fmt::format("bf16 path measured in this process (b1 h2 s{} d{}, fastest of 3): {}{}",
+                                      kProbeSeq, head_dim, measured.note,
                                       path == TiledPath::avx512_fp32 ? "; bf16 computed in fp32" : "")};
-  chosen.emplace(head_dim, choice);
-  return choice;
+  chosen.emplace(std::make_pair(head_dim, with_amx), choice);
+  return with_note(choice);
 }
 
 template <PlantedDefect Defect> class Tiled final : public CpuImplementation {
@@ -503,6 +568,7 @@ template <PlantedDefect Defect> class Tiled final : public CpuImplementation {
       switch (choose_path(c).path) {
         case TiledPath::avx512_fp32: return 0.9;
         case TiledPath::avx512_bf16: return 1.6;
+        case TiledPath::amx_bf16: return 2.5;
         case TiledPath::portable_fp32: break;
       }
       return 0.6;
@@ -532,6 +598,9 @@ template <PlantedDefect Defect> class Tiled final : public CpuImplementation {
           if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
             return tiled_forward<T, Defect, TiledPath::avx512_bf16>(args, plan);
           }
+          break;
+        case TiledPath::amx_bf16:
+          if constexpr (std::is_same_v<T, Eigen::bfloat16>) return tiled_forward<T, Defect, TiledPath::amx_bf16>(args, plan);
           break;
       }
       throw std::logic_error("cpu.tiled: no " + std::string(to_string(plan.choice.path)) + " path for this dtype");

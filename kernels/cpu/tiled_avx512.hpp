@@ -47,6 +47,13 @@ struct PanelBlock {
 void attend_block_fp32(const PanelBlock& block);
 void attend_block_bf16(const PanelBlock& block);
 
+// The step between the two products: the causal mask and the online softmax on Sᵀ in block.scores (row_max,
+// row_sum, the accumulator rescaled), P in Sᵀ's place in fp32 (online_softmax), or rounded to bf16 into
+// block.probability_pairs, [ceil(cols / 2)][32] words, word [p][r] = (P[2p][r], P[2p + 1][r]), the odd last
+// key paired with 0 (online_softmax_pairs, AVX512_BF16; shared with the AMX path, tiled_amx.cpp).
+void online_softmax(const PanelBlock& block);
+void online_softmax_pairs(const PanelBlock& block);
+
 // The value rows [0, cols) of a block, bf16 with `stride` elements between rows, interleaved by key pairs
 // for vdpbf16ps: pairs[p][d] holds (value[2p][d], value[2p + 1][d]); an odd last key is paired with zero.
 void pack_value_pairs(const std::uint16_t* values, std::int64_t stride, std::int64_t cols, std::int64_t head_dim,
