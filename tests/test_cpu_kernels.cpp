@@ -323,6 +323,32 @@ std::string amx_case_name(const testing::TestParamInfo<Case>& param_info) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AmxPath, testing::ValuesIn(amx_cases()), amx_case_name);
 
+// Both bf16 paths' Qᵀ pairs (the same word transpose) against the plain loop, with panels of fewer than 32
+// rows (the rest must be zeros) and pair counts that are not multiples of 16 (head_dim 80, 100).
+TEST(AmxPath, QueryPairsPackLikeThePlainLoop) {
+  if (const std::string why = test_support::cannot_run(cpu::CpuIsa::avx512); !why.empty()) GTEST_SKIP() << why;
+  for (const std::int64_t count : {1, 17, 32}) {
+    for (const std::int64_t head_dim : {2, 64, 80, 100, 256}) {
+      const std::int64_t stride = 2 * head_dim + 6;
+      std::vector<std::uint16_t> rows(std::size_t(count * stride));
+      for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = std::uint16_t(i * 40503u + 7);
+      std::vector<std::uint32_t, Eigen::aligned_allocator<std::uint32_t>> pairs(std::size_t(head_dim / 2 * 32),
+                                                                                0xDEADBEEF);
+      cpu::amx::pack_query_pairs(rows.data(), stride, count, head_dim, pairs.data());
+      for (std::int64_t p = 0; p < head_dim / 2; ++p) {
+        for (std::int64_t r = 0; r < 32; ++r) {
+          const std::uint32_t expected =
+              r < count ? std::uint32_t(rows[std::size_t(r * stride + 2 * p)]) |
+                              std::uint32_t(rows[std::size_t(r * stride + 2 * p + 1)]) << 16
+                        : 0u;
+          ASSERT_EQ(pairs[std::size_t(p * 32 + r)], expected) << "count " << count << " head_dim " << head_dim
+                                                               << " at [" << p << "][" << r << "]";
+        }
+      }
+    }
+  }
+}
+
 // The AMX path's Vᵀ (a 16 × 16 word transpose in AVX-512 registers) against the plain loop, with key counts
 // that are not whole steps (the padding must be zeros) and rows strided as in a [seq][heads][head_dim] tensor.
 TEST(AmxPath, ValuesTransposeLikeThePlainLoop) {

@@ -326,12 +326,8 @@ void pack_query_panel(const HostTensor& q, std::int64_t b, std::int64_t first, s
   const std::int64_t head_dim = q.head_dim();
   const T* rows = q.data<T>() + q.offset(b, first, head);
   if constexpr (Pairs) {
-    auto* words = reinterpret_cast<std::uint32_t*>(panel);
-    std::fill(words, words + head_dim / 2 * kPanelRows, 0u);
-    for (std::int64_t r = 0; r < count; ++r) {
-      const T* row = rows + r * q.row_stride();
-      for (std::int64_t p = 0; p < head_dim / 2; ++p) std::memcpy(words + p * kPanelRows + r, row + 2 * p, 4);
-    }
+    amx::pack_query_pairs(reinterpret_cast<const std::uint16_t*>(rows), q.row_stride(), count, head_dim,
+                          reinterpret_cast<std::uint32_t*>(panel));
   } else {
     std::fill(panel, panel + head_dim * kPanelRows, 0.0f);
     for (std::int64_t r = 0; r < count; ++r) {
@@ -391,18 +387,14 @@ void attend_query_block_simd(const ForwardArgs& args, const TiledPlan& plan, std
     // K and V of the block as the step reads them: in place (fp32, one KV head), copied or converted to
     // dense fp32 rows (plan.convert_kv), or for bf16 K in place and V in key pairs.
     const std::int64_t kv_offset = args.k.offset(b, k0, kv_head), kv_stride = args.k.row_stride();
-    if constexpr (kAmx) {  // K rows in place (a block of whole tile steps) or padded with zeros; Vᵀ
+    if constexpr (kAmx) {  // K rows in place (a block of whole tile steps) or dense and padded with zeros; Vᵀ
       const auto* key_rows = reinterpret_cast<const std::uint16_t*>(args.k.data<T>() + kv_offset);
-      if (cols == amx::padded_keys(cols)) {
+      if (cols == amx::padded_keys(cols)) {  // a dense copy measured no faster (b1 h8 d64 causal s16384)
         block.keys = key_rows;
         block.key_stride = kv_stride;
       } else {
-        auto* packed_keys = reinterpret_cast<std::uint16_t*>(key_block);
-        for (std::int64_t j = 0; j < cols; ++j) {
-          std::memcpy(packed_keys + j * head_dim, key_rows + j * kv_stride, std::size_t(head_dim) * 2);
-        }
-        std::fill(packed_keys + cols * head_dim, packed_keys + amx::padded_keys(cols) * head_dim, std::uint16_t(0));
-        block.keys = packed_keys;
+        amx::pack_keys(key_rows, kv_stride, cols, head_dim, reinterpret_cast<std::uint16_t*>(key_block));
+        block.keys = key_block;
         block.key_stride = head_dim;
       }
       amx::transpose_values(reinterpret_cast<const std::uint16_t*>(args.v.data<T>() + kv_offset), kv_stride, cols,

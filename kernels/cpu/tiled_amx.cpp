@@ -165,6 +165,37 @@ FAPROBE_AVX512_ONLY void transpose_words(const __m512i (&rows)[16], __m512i (&co
 
 }  // namespace
 
+FAPROBE_AVX512_ONLY void pack_query_pairs(const std::uint16_t* rows, std::int64_t stride, std::int64_t count,
+                                          std::int64_t head_dim, std::uint32_t* pairs) {
+  const std::int64_t pair_count = head_dim / 2;
+  __m512i in[16], out[16];
+  for (std::int64_t half = 0; half < 2; ++half) {
+    for (std::int64_t p0 = 0; p0 < pair_count; p0 += 16) {
+      const int width = int(std::min<std::int64_t>(16, pair_count - p0));
+      const __mmask16 lanes = __mmask16((1u << width) - 1u);
+      for (int r = 0; r < 16; ++r) {
+        const std::int64_t row = 16 * half + r;
+        in[r] = row < count ? _mm512_maskz_loadu_epi32(lanes, rows + row * stride + 2 * p0) : _mm512_setzero_si512();
+      }
+      transpose_words(in, out);
+      for (int c = 0; c < width; ++c) _mm512_store_si512(pairs + (p0 + c) * kRows + 16 * half, out[c]);
+    }
+  }
+}
+
+// K rows copied dense (head_dim a multiple of 32: whole 64-byte pieces), the padding rows zero.
+FAPROBE_AVX512_ONLY void pack_keys(const std::uint16_t* keys, std::int64_t stride, std::int64_t cols,
+                                   std::int64_t head_dim, std::uint16_t* packed) {
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const std::uint16_t* row = keys + j * stride;
+    std::uint16_t* out = packed + j * head_dim;
+    for (std::int64_t d = 0; d < head_dim; d += 32) _mm512_storeu_si512(out + d, _mm512_loadu_si512(row + d));
+  }
+  for (std::int64_t j = cols; j < padded_keys(cols); ++j) {
+    for (std::int64_t d = 0; d < head_dim; d += 32) _mm512_storeu_si512(packed + j * head_dim + d, _mm512_setzero_si512());
+  }
+}
+
 // Vᵀ by words: the word (V[2p][d], V[2p + 1][d]) is both element pair p of Vᵀ's row d and, for a fixed p and
 // 16 consecutive d, one vector built from two value rows; a 16 × 16 word transpose turns 16 such vectors
 // (32 keys) into 32-key pieces of 16 rows of Vᵀ. head_dim is a multiple of 16 (of 32 on this path).
@@ -194,6 +225,12 @@ void release_tiles() { throw std::logic_error("cpu.tiled: AMX path on a CPU with
 void attend_block(const avx512::PanelBlock&) { throw std::logic_error("cpu.tiled: AMX path on a CPU without it"); }
 void transpose_values(const std::uint16_t*, std::int64_t, std::int64_t, std::int64_t, std::uint16_t*, std::int64_t) {
   throw std::logic_error("cpu.tiled: AMX path on a CPU without it");
+}
+void pack_keys(const std::uint16_t*, std::int64_t, std::int64_t, std::int64_t, std::uint16_t*) {
+  throw std::logic_error("cpu.tiled: AMX path on a CPU without it");
+}
+void pack_query_pairs(const std::uint16_t*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*) {
+  throw std::logic_error("cpu.tiled: AVX-512 path on a CPU without it");
 }
 
 #endif

@@ -29,6 +29,18 @@ void release_tiles();
 //   scores  [padded_keys(cols)][32] floats; probability_pairs [padded_keys(cols) / 2][32] words.
 void attend_block(const avx512::PanelBlock& block);
 
+// Rows [0, count) of a query panel (bf16, `stride` elements between rows, count ≤ 32, head_dim even) as the
+// bf16 products' Qᵀ pairs [head_dim / 2][32] words (64-byte aligned), word [p][r] = (Q[r][2p], Q[r][2p + 1]),
+// rows from count on zero: a 16 × 16 word transpose per 16 rows and 16 pairs. AVX-512 only, so both bf16
+// paths (AMX and AVX512_BF16) use it.
+void pack_query_pairs(const std::uint16_t* rows, std::int64_t stride, std::int64_t count, std::int64_t head_dim,
+                      std::uint32_t* pairs);
+
+// The key rows [0, cols) (bf16, `stride` elements between rows) copied dense into `packed` [padded_keys(cols)]
+// [head_dim], the rows from cols on zero.
+void pack_keys(const std::uint16_t* keys, std::int64_t stride, std::int64_t cols, std::int64_t head_dim,
+               std::uint16_t* packed);
+
 // Vᵀ of the value rows [0, cols) (bf16, `stride` elements between rows) into `transposed` [head_dim][
 // transposed_stride], the keys from cols to padded_keys(cols) zero.
 void transpose_values(const std::uint16_t* values, std::int64_t stride, std::int64_t cols, std::int64_t head_dim,

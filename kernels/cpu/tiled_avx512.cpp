@@ -19,15 +19,15 @@
 //
 // Napkin math (batch 1, heads 8, head_dim 64, seq 4096, causal: 17.2 GFLOP): per 16 scores the two products
 // are 128 FMAs in fp32 (64 vdpbf16ps in bf16) against ~12 instructions of softmax (the exp2 polynomial
-// is 7 of them), so the softmax costs ~9 % of the fp32 product time and ~19 % of bf16's. On the 2-core
+// is 6 of them), so the softmax costs ~9 % of the fp32 product time and ~19 % of bf16's. On the 2-core
 // Zen 4 development machine (2 × 16 fp32 FMA lanes × 2.6 GHz = 166 GFLOP/s peak; calibrate's Eigen GEMM
 // measures 164–175) the bound is ~150 GFLOP/s in fp32 and ~280 in bf16, before the causal diagonal's waste.
 // Measured: 164–181 in fp32 and 287–322 in bf16 over several runs, above that bound: the cores clock above
 // 2.6 GHz under this load, and the softmax's instructions share the cycles with the FMAs.
 //
 // The head_dim sum of each score is taken in pieces of 64 that are added afterwards (kDotPiece in
-// common.hpp: a serial sum over 256 sat at the fp32 tolerance). exp2 is a degree-6 polynomial on
-// [−0.5, 0.5] after rounding to the nearest integer (relative error ≤ 1.2e-7, ~2 ulp), scaled by vscalefps;
+// common.hpp: a serial sum over 256 sat at the fp32 tolerance). exp2 is a degree-5 polynomial on
+// [−0.5, 0.5] after rounding to the nearest integer (relative error ≤ 3.1e-7, ~3 ulp), scaled by vscalefps;
 // arguments below −126 (weights under FLT_MIN, masked keys at −inf, NaN from −inf − −inf) give exactly 0.
 #include "cpu/tiled_avx512.hpp"
 
@@ -60,18 +60,31 @@ constexpr int kKeyTile = 12;     // keys per S·Kᵀ register tile
 constexpr int kColumnTile = 12;  // head_dim columns per P·V register tile
 constexpr std::int64_t kPiece = 64;  // head_dim elements summed before they are added to a score
 
-FAPROBE_AVX512 FAPROBE_INLINE __m512 exp2_flushed(__m512 x) {
+// Degree 5 by default; degree 4 (5.3e-6 at most, one FMA less) where the result is rounded to bf16 next
+// (P for the bf16 and AMX products: bf16 keeps 2^-9, and the row sums taken from it err by 5.3e-6 at most).
+template <int Degree = 5> FAPROBE_AVX512 FAPROBE_INLINE __m512 exp2_flushed(__m512 x) {
+  static_assert(Degree == 4 || Degree == 5);
   const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);  // false for NaN
   const __m512 whole = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(x, whole);  // in [-0.5, 0.5]
-  // 2^f = e^(f·ln 2), Taylor to degree 6: coefficients ln(2)^k / k!
-  __m512 p = _mm512_set1_ps(1.5403530393381606e-4f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  __m512 p;
+  if constexpr (Degree == 5) {
+    // 2^f to degree 5: a least-squares fit of the relative error on [-0.5, 0.5] (Chebyshev weights), 1.7e-7
+    // at most in exact arithmetic and 3.1e-7 evaluated in fp32 (Taylor to degree 6 gave 2.4e-7 with one FMA
+    // more).
+    p = _mm512_set1_ps(1.3260921696200967e-3f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.670175611972809e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5507123470306396e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402222454547882e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931470036506653e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  } else {  // the same fit to degree 4
+    p = _mm512_set1_ps(9.554110904776023e-3f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.587037592410502e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402469623516013e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.93128031557978e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.999994399428239e-1f));
+  }
   return _mm512_maskz_scalef_ps(live, p, whole);
 }
 
@@ -256,67 +269,91 @@ FAPROBE_AVX512_BF16 FAPROBE_INLINE __m512i pair_words(__m512 first, __m512 secon
 // ~15 % of the softmax (measured on the AMX path, Intel Xeon, b1 h8 d64 causal s4096). Row sums are always
 // taken from the fp32 P.
 template <bool Pairs> FAPROBE_AVX512_BF16 void softmax_pass(const PanelBlock& block) {
+  // Both 16-row halves of the panel in one walk over the keys: a key's row of Sᵀ (and of the pairs) is one
+  // 128-byte piece read or written whole, half as many passes over Sᵀ as one half at a time (which ran 19 %
+  // slower on the AMX path, Intel Xeon, b1 h8 d64 causal s16384, where Sᵀ is 32 KiB per panel).
   const __m512 minus_inf = _mm512_set1_ps(-__builtin_inff());
   const __m512 scale_log2 = _mm512_set1_ps(block.scale_log2);
   __m512i interleave = _mm512_setzero_si512();
   if constexpr (Pairs) interleave = _mm512_load_si512(kInterleave);
+  float* scores = block.scores;
+  __m512 block_max[2] = {minus_inf, minus_inf};
+  if (block.masked) {
+    // Row first_row + r sees key first_key + j iff first_key + j < first_row + r + diagonal.
+    const __m512i limit0 = _mm512_add_epi32(_mm512_set1_epi32(int(block.first_row + block.diagonal - block.first_key)),
+                                            _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
+    const __m512i limit[2] = {limit0, _mm512_add_epi32(limit0, _mm512_set1_epi32(16))};
+    for (std::int64_t j = 0; j < block.cols; ++j) {
+      const __m512i key = _mm512_set1_epi32(int(j));
+      for (int half = 0; half < 2; ++half) {
+        float* score = scores + j * kRows + 16 * half;
+        const __mmask16 hidden = _mm512_cmp_epi32_mask(key, limit[half], _MM_CMPINT_NLT);
+        const __m512 s = _mm512_mask_mov_ps(_mm512_load_ps(score), hidden, minus_inf);
+        _mm512_store_ps(score, s);
+        block_max[half] = _mm512_max_ps(block_max[half], s);
+      }
+    }
+  } else {
+    for (std::int64_t j = 0; j < block.cols; ++j) {
+      block_max[0] = _mm512_max_ps(block_max[0], _mm512_load_ps(scores + j * kRows));
+      block_max[1] = _mm512_max_ps(block_max[1], _mm512_load_ps(scores + j * kRows + 16));
+    }
+  }
+  __m512 new_max[2], alpha[2], offset[2];
   for (int half = 0; half < 2; ++half) {
-    float* scores = block.scores + 16 * half;
-    __m512 block_max = minus_inf;
-    if (block.masked) {
-      // Row first_row + 16·half + lane sees key first_key + j iff first_key + j < row + diagonal.
-      const __m512i limit = _mm512_add_epi32(
-          _mm512_set1_epi32(int(block.first_row + 16 * half + block.diagonal - block.first_key)),
-          _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
-      for (std::int64_t j = 0; j < block.cols; ++j) {
-        const __mmask16 hidden = _mm512_cmp_epi32_mask(_mm512_set1_epi32(int(j)), limit, _MM_CMPINT_NLT);
-        const __m512 s = _mm512_mask_mov_ps(_mm512_load_ps(scores + j * kRows), hidden, minus_inf);
-        _mm512_store_ps(scores + j * kRows, s);
-        block_max = _mm512_max_ps(block_max, s);
-      }
-    } else {
-      for (std::int64_t j = 0; j < block.cols; ++j) block_max = _mm512_max_ps(block_max, _mm512_load_ps(scores + j * kRows));
-    }
     const __m512 old_max = _mm512_load_ps(block.row_max + 16 * half);
-    const __m512 new_max = _mm512_max_ps(old_max, block_max);
-    const __mmask16 seen = _mm512_cmp_ps_mask(new_max, minus_inf, _CMP_NEQ_OQ);
-    const __m512 safe_max = _mm512_maskz_mov_ps(seen, new_max);  // 0 where no key is seen yet
-    const __m512 alpha = exp2_flushed(_mm512_mul_ps(_mm512_sub_ps(old_max, safe_max), scale_log2));
-    const __m512 offset = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(safe_max, scale_log2));
-    __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();  // two chains: the adds' latency
-    std::uint32_t* pairs = block.probability_pairs + 16 * half;
-    std::int64_t j = 0;
-    for (; j + 2 <= block.cols; j += 2) {
-      const __m512 p0 = exp2_flushed(_mm512_fmadd_ps(_mm512_load_ps(scores + j * kRows), scale_log2, offset));
-      const __m512 p1 = exp2_flushed(_mm512_fmadd_ps(_mm512_load_ps(scores + (j + 1) * kRows), scale_log2, offset));
+    new_max[half] = _mm512_max_ps(old_max, block_max[half]);
+    const __mmask16 seen = _mm512_cmp_ps_mask(new_max[half], minus_inf, _CMP_NEQ_OQ);
+    const __m512 safe_max = _mm512_maskz_mov_ps(seen, new_max[half]);  // 0 where no key is seen yet
+    alpha[half] = exp2_flushed(_mm512_mul_ps(_mm512_sub_ps(old_max, safe_max), scale_log2));
+    offset[half] = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(safe_max, scale_log2));
+  }
+  const auto weight = [&](std::int64_t j, int half) {
+    return exp2_flushed<Pairs ? 4 : 5>(
+        _mm512_fmadd_ps(_mm512_load_ps(scores + j * kRows + 16 * half), scale_log2, offset[half]));
+  };
+  __m512 sum[2][2] = {{_mm512_setzero_ps(), _mm512_setzero_ps()}, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
+  std::int64_t j = 0;
+  for (; j + 2 <= block.cols; j += 2) {  // two keys: a row of P's pairs, and two chains per half for the adds
+    for (int half = 0; half < 2; ++half) {
+      const __m512 p0 = weight(j, half), p1 = weight(j + 1, half);
       if constexpr (Pairs) {
-        _mm512_store_si512(pairs + j / 2 * kRows, pair_words(p0, p1, interleave));
+        _mm512_store_si512(block.probability_pairs + j / 2 * kRows + 16 * half, pair_words(p0, p1, interleave));
       } else {
-        _mm512_store_ps(scores + j * kRows, p0);
-        _mm512_store_ps(scores + (j + 1) * kRows, p1);
+        _mm512_store_ps(scores + j * kRows + 16 * half, p0);
+        _mm512_store_ps(scores + (j + 1) * kRows + 16 * half, p1);
       }
-      sum0 = _mm512_add_ps(sum0, p0);
-      sum1 = _mm512_add_ps(sum1, p1);
+      sum[half][0] = _mm512_add_ps(sum[half][0], p0);
+      sum[half][1] = _mm512_add_ps(sum[half][1], p1);
     }
-    if (j < block.cols) {  // the odd last key, paired with 0
-      const __m512 p0 = exp2_flushed(_mm512_fmadd_ps(_mm512_load_ps(scores + j * kRows), scale_log2, offset));
+  }
+  if (j < block.cols) {  // the odd last key, paired with 0
+    for (int half = 0; half < 2; ++half) {
+      const __m512 p0 = weight(j, half);
       if constexpr (Pairs) {
-        _mm512_store_si512(pairs + j / 2 * kRows, pair_words(p0, _mm512_setzero_ps(), interleave));
+        _mm512_store_si512(block.probability_pairs + j / 2 * kRows + 16 * half,
+                           pair_words(p0, _mm512_setzero_ps(), interleave));
       } else {
-        _mm512_store_ps(scores + j * kRows, p0);
+        _mm512_store_ps(scores + j * kRows + 16 * half, p0);
       }
-      sum0 = _mm512_add_ps(sum0, p0);
+      sum[half][0] = _mm512_add_ps(sum[half][0], p0);
     }
+  }
+  __mmask16 grew = 0;
+  for (int half = 0; half < 2; ++half) {
     const __m512 old_sum = _mm512_load_ps(block.row_sum + 16 * half);
-    _mm512_store_ps(block.row_sum + 16 * half, _mm512_fmadd_ps(old_sum, alpha, _mm512_add_ps(sum0, sum1)));
-    _mm512_store_ps(block.row_max + 16 * half, new_max);
-    // Rescale what was accumulated, where row_max grew (alpha < 1) — most blocks after the first few none.
-    const __mmask16 grew = _mm512_cmp_ps_mask(alpha, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ);
-    if (block.rescale && grew != 0) {
-      for (std::int64_t d = 0; d < block.head_dim; ++d) {
-        float* column = block.acc + d * kRows + 16 * half;
-        _mm512_store_ps(column, _mm512_mul_ps(_mm512_load_ps(column), alpha));
-      }
+    _mm512_store_ps(block.row_sum + 16 * half,
+                    _mm512_fmadd_ps(old_sum, alpha[half], _mm512_add_ps(sum[half][0], sum[half][1])));
+    _mm512_store_ps(block.row_max + 16 * half, new_max[half]);
+    grew |= _mm512_cmp_ps_mask(alpha[half], _mm512_set1_ps(1.0f), _CMP_NEQ_UQ);
+  }
+  // Rescale what was accumulated where row_max grew (alpha < 1; × 1 elsewhere is exact): most blocks after
+  // the first few none.
+  if (block.rescale && grew != 0) {
+    for (std::int64_t d = 0; d < block.head_dim; ++d) {
+      float* column = block.acc + d * kRows;
+      _mm512_store_ps(column, _mm512_mul_ps(_mm512_load_ps(column), alpha[0]));
+      _mm512_store_ps(column + 16, _mm512_mul_ps(_mm512_load_ps(column + 16), alpha[1]));
     }
   }
 }

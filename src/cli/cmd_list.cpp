@@ -29,6 +29,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "cpu/cpu_implementation.hpp"
 #include "cpu/cpu_isa.hpp"
 #include "harness/plugins.hpp"
 #include "harness/range.hpp"
@@ -217,6 +218,31 @@ std::string kernel_isa_text(const nlohmann::json& isa) {
   return fmt::format("{} ({} caps this CPU's {})", used, cpu::kMaxCpuIsaVariable, isa.at("cpu").get<std::string>());
 }
 
+// cpu.tiled's code path for each dtype at the common head dims, as a b1 h8 s4096 causal case takes it here:
+// for bf16 where several paths run, chosen by timing them in this process (the note has their times), so
+// `faprobe list` costs ~0.1 s more on such a CPU.
+nlohmann::json tiled_paths() {
+  nlohmann::json paths = nlohmann::json::array();
+  for (const auto& impl : implementations()) {
+    const auto* tiled = dynamic_cast<const cpu::CpuImplementation*>(impl.get());
+    if (tiled == nullptr || impl->name() != "cpu.tiled") continue;
+    for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+      for (const std::int64_t head_dim : {64, 128, 256}) {
+        Case c;
+        c.seq_q = c.seq_k = 4096;
+        c.head_dim = head_dim;
+        c.dtype = dtype;
+        c.mask = Mask::causal;
+        nlohmann::json details;
+        tiled->describe(c, details);
+        paths.push_back({{"dtype", to_string(dtype)}, {"head_dim", head_dim}, {"path", details.value("path", "?")},
+                         {"note", details.value("path_note", "")}});
+      }
+    }
+  }
+  return paths;
+}
+
 // The listing entry of one implementation or variant with every probe of its support table.
 nlohmann::json listing_entry(const Implementation& impl, const std::vector<Probe>& probes) {
   nlohmann::json entry{{"name", impl.name()},
@@ -246,6 +272,7 @@ int run_list(bool json, bool variants) {
   const DeviceScan scan = scan_devices();
   nlohmann::json listing{{"host", host},
                          {"cpu_kernel_isa", isa},
+                         {"cpu_tiled_paths", tiled_paths()},
                          {"devices", scan.devices},
                          {"implementations", nlohmann::json::array()},
                          {"probes", {{"dtypes", names_of(kDTypes)},
@@ -281,6 +308,11 @@ int run_list(bool json, bool variants) {
              host.march.empty() ? "compiler default" : host.march,
              host.cpu_vector_isa != host.vector_isa ? fmt::format("; this CPU has {}", host.cpu_vector_isa) : "",
              kernel_isa_text(isa));
+  for (const nlohmann::json& path : listing["cpu_tiled_paths"]) {
+    const std::string note = path.at("note");
+    fmt::print("  cpu.tiled {} d{}: {}{}\n", path.at("dtype").get<std::string>(), path.at("head_dim").get<std::int64_t>(),
+               path.at("path").get<std::string>(), note.empty() ? "" : " (" + note + ")");
+  }
   if (scan.devices.empty()) fmt::print("  cuda     none: {}\n", scan.no_device_reason);
   for (const auto& device : scan.devices) {
     fmt::print("  cuda {:<3} {}: compute capability {}, {} SMs, {}, L2 {}\n", device["index"].get<int>(),
