@@ -349,7 +349,7 @@ TEST_F(Cli, MaxCpuIsaIsCheckedBeforeAnythingRunsAndNamesThePathTaken) {
     const Result run = faprobe(command, "FAPROBE_MAX_CPU_ISA=avx2");
     EXPECT_EQ(run.status, 2) << command << ": " << run.err;
     EXPECT_EQ(run.err, "faprobe: FAPROBE_MAX_CPU_ISA: 'avx2' is not an instruction set level (allowed: portable, "
-                       "avx512, avx512-bf16)\n");
+                       "avx512, avx512-bf16, amx)\n");
     EXPECT_FALSE(fs::exists(path("r.jsonl"))) << command;
   }
   const Result run = faprobe("sweep --out r.jsonl" + tiny, "FAPROBE_MAX_CPU_ISA=portable");
@@ -361,6 +361,13 @@ TEST_F(Cli, MaxCpuIsaIsCheckedBeforeAnythingRunsAndNamesThePathTaken) {
   const nlohmann::json listing = nlohmann::json::parse(list.out);
   EXPECT_EQ(listing.at("cpu_kernel_isa").at("used"), "portable");
   EXPECT_EQ(listing.at("cpu_kernel_isa").at("cap"), "portable");
+  // cpu.tiled's path per dtype and head_dim, as the cap leaves it: portable for all 3 × 3, each saying why.
+  ASSERT_EQ(listing.at("cpu_tiled_paths").size(), 9u) << listing.at("cpu_tiled_paths").dump();
+  for (const auto& entry : listing.at("cpu_tiled_paths")) {
+    EXPECT_EQ(entry.at("path"), "portable-fp32") << entry.dump();
+  }
+  const Result text = faprobe("list", "FAPROBE_MAX_CPU_ISA=portable");
+  EXPECT_NE(text.out.find("  cpu.tiled bf16 d64: portable-fp32"), std::string::npos) << text.out.substr(0, 2000);
 }
 
 TEST_F(Cli, VerifyFindsNoMismatchOnASmallMatrix) {

@@ -84,8 +84,7 @@ inline float hopper_e4m3_accumulate(float c, const float* a, std::size_t stride_
   if (sum == 0) return 0.0f;
   // The sum truncated (toward zero) to 14 significant bits: 13 fraction bits below its leading one.
   std::uint64_t magnitude = sum < 0 ? std::uint64_t(-sum) : std::uint64_t(sum);
-  int leading = 0;
-  while ((magnitude >> (leading + 1)) != 0) ++leading;
+  const int leading = 63 - __builtin_clzll(magnitude);  // magnitude > 0
   if (leading > e4m3_accumulator_fraction_bits) {
     const int dropped = leading - e4m3_accumulator_fraction_bits;
     magnitude = (magnitude >> dropped) << dropped;
