@@ -196,21 +196,26 @@ FAPROBE_AVX512_ONLY void pack_keys(const std::uint16_t* keys, std::int64_t strid
   }
 }
 
+// 16 elements of value row `key` from d, zero-extended to words; zeros past the block's keys. (A function,
+// not a lambda: a lambda does not inherit its enclosing function's target attribute.)
+FAPROBE_AVX512_ONLY static inline __m512i value_piece(const std::uint16_t* values, std::int64_t stride,
+                                                      std::int64_t cols, std::int64_t key, std::int64_t d) {
+  if (key >= cols) return _mm512_setzero_si512();
+  return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + key * stride + d)));
+}
+
 // Vᵀ by words: the word (V[2p][d], V[2p + 1][d]) is both element pair p of Vᵀ's row d and, for a fixed p and
 // 16 consecutive d, one vector built from two value rows; a 16 × 16 word transpose turns 16 such vectors
 // (32 keys) into 32-key pieces of 16 rows of Vᵀ. head_dim is a multiple of 16 (of 32 on this path).
 FAPROBE_AVX512_ONLY void transpose_values(const std::uint16_t* values, std::int64_t stride, std::int64_t cols,
                                           std::int64_t head_dim, std::uint16_t* transposed,
                                           std::int64_t transposed_stride) {
-  const auto row_piece = [&](std::int64_t key, std::int64_t d) {
-    if (key >= cols) return _mm512_setzero_si512();
-    return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + key * stride + d)));
-  };
   __m512i rows[16], columns[16];
   for (std::int64_t j0 = 0; j0 < padded_keys(cols); j0 += kKeyChunk) {
     for (std::int64_t d0 = 0; d0 < head_dim; d0 += 16) {
       for (int p = 0; p < 16; ++p) {
-        rows[p] = _mm512_or_si512(row_piece(j0 + 2 * p, d0), _mm512_slli_epi32(row_piece(j0 + 2 * p + 1, d0), 16));
+        rows[p] = _mm512_or_si512(value_piece(values, stride, cols, j0 + 2 * p, d0),
+                                  _mm512_slli_epi32(value_piece(values, stride, cols, j0 + 2 * p + 1, d0), 16));
       }
       transpose_words(rows, columns);
       for (int c = 0; c < 16; ++c) _mm512_storeu_si512(transposed + (d0 + c) * transposed_stride + j0, columns[c]);

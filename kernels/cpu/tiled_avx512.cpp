@@ -268,6 +268,13 @@ FAPROBE_AVX512_BF16 FAPROBE_INLINE __m512i pair_words(__m512 first, __m512 secon
 // the exponentials: the pairs are what the bf16 and AMX products read, and a second pass over P would cost
 // ~15 % of the softmax (measured on the AMX path, Intel Xeon, b1 h8 d64 causal s4096). Row sums are always
 // taken from the fp32 P.
+// P = 2^(s · scale_log2 + offset) of 16 scores. (A function, not a lambda: a lambda does not inherit its
+// enclosing function's target attribute.)
+template <int Degree>
+FAPROBE_AVX512 FAPROBE_INLINE __m512 weight(const float* scores, __m512 scale_log2, __m512 offset) {
+  return exp2_flushed<Degree>(_mm512_fmadd_ps(_mm512_load_ps(scores), scale_log2, offset));
+}
+
 template <bool Pairs> FAPROBE_AVX512_BF16 void softmax_pass(const PanelBlock& block) {
   // Both 16-row halves of the panel in one walk over the keys: a key's row of Sᵀ (and of the pairs) is one
   // 128-byte piece read or written whole, half as many passes over Sᵀ as one half at a time (which ran 19 %
@@ -308,15 +315,12 @@ template <bool Pairs> FAPROBE_AVX512_BF16 void softmax_pass(const PanelBlock& bl
     alpha[half] = exp2_flushed(_mm512_mul_ps(_mm512_sub_ps(old_max, safe_max), scale_log2));
     offset[half] = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(safe_max, scale_log2));
   }
-  const auto weight = [&](std::int64_t j, int half) {
-    return exp2_flushed<Pairs ? 4 : 5>(
-        _mm512_fmadd_ps(_mm512_load_ps(scores + j * kRows + 16 * half), scale_log2, offset[half]));
-  };
   __m512 sum[2][2] = {{_mm512_setzero_ps(), _mm512_setzero_ps()}, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
   std::int64_t j = 0;
   for (; j + 2 <= block.cols; j += 2) {  // two keys: a row of P's pairs, and two chains per half for the adds
     for (int half = 0; half < 2; ++half) {
-      const __m512 p0 = weight(j, half), p1 = weight(j + 1, half);
+      const __m512 p0 = weight<Pairs ? 4 : 5>(scores + j * kRows + 16 * half, scale_log2, offset[half]);
+      const __m512 p1 = weight<Pairs ? 4 : 5>(scores + (j + 1) * kRows + 16 * half, scale_log2, offset[half]);
       if constexpr (Pairs) {
         _mm512_store_si512(block.probability_pairs + j / 2 * kRows + 16 * half, pair_words(p0, p1, interleave));
       } else {
@@ -329,7 +333,7 @@ template <bool Pairs> FAPROBE_AVX512_BF16 void softmax_pass(const PanelBlock& bl
   }
   if (j < block.cols) {  // the odd last key, paired with 0
     for (int half = 0; half < 2; ++half) {
-      const __m512 p0 = weight(j, half);
+      const __m512 p0 = weight<Pairs ? 4 : 5>(scores + j * kRows + 16 * half, scale_log2, offset[half]);
       if constexpr (Pairs) {
         _mm512_store_si512(block.probability_pairs + j / 2 * kRows + 16 * half,
                            pair_words(p0, _mm512_setzero_ps(), interleave));
