@@ -332,9 +332,14 @@ TEST(AmxPath, QueryPairsPackLikeThePlainLoop) {
       const std::int64_t stride = 2 * head_dim + 6;
       std::vector<std::uint16_t> rows(std::size_t(count * stride));
       for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = std::uint16_t(i * 40503u + 7);
-      std::vector<std::uint32_t, Eigen::aligned_allocator<std::uint32_t>> pairs(std::size_t(head_dim / 2 * 32),
-                                                                                0xDEADBEEF);
-      cpu::amx::pack_query_pairs(rows.data(), stride, count, head_dim, pairs.data());
+      // 64-byte aligned, as the kernels' workspace is (Eigen's aligned_allocator aligns to 16 bytes only when
+      // the build's -march has no AVX).
+      std::vector<std::uint32_t> storage(std::size_t(head_dim / 2 * 32 + 16), 0xDEADBEEF);
+      void* start = storage.data();
+      std::size_t space = storage.size() * sizeof(std::uint32_t);
+      auto* pairs = static_cast<std::uint32_t*>(std::align(64, std::size_t(head_dim / 2 * 32) * 4, start, space));
+      ASSERT_NE(pairs, nullptr);
+      cpu::amx::pack_query_pairs(rows.data(), stride, count, head_dim, pairs);
       for (std::int64_t p = 0; p < head_dim / 2; ++p) {
         for (std::int64_t r = 0; r < 32; ++r) {
           const std::uint32_t expected =

@@ -56,6 +56,35 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
+// The 2 × 2 block of C tiles (tmm0–3) at `c`, a panel buffer ([rows][32] 4-byte words): tmm0 and tmm1 the
+// two 16-row halves of rows 0–15, tmm2 and tmm3 those of rows 16–31.
+FAPROBE_AMX inline __attribute__((always_inline)) void load_block(const char* c) {
+  _tile_loadd(0, c, kPanelStrideBytes);
+  _tile_loadd(1, c + 64, kPanelStrideBytes);
+  _tile_loadd(2, c + 16 * kPanelStrideBytes, kPanelStrideBytes);
+  _tile_loadd(3, c + 16 * kPanelStrideBytes + 64, kPanelStrideBytes);
+}
+FAPROBE_AMX inline __attribute__((always_inline)) void store_block(char* c) {
+  _tile_stored(0, c, kPanelStrideBytes);
+  _tile_stored(1, c + 64, kPanelStrideBytes);
+  _tile_stored(2, c + 16 * kPanelStrideBytes, kPanelStrideBytes);
+  _tile_stored(3, c + 16 * kPanelStrideBytes + 64, kPanelStrideBytes);
+}
+
+// One k-step of 32 bf16 of the block: A's rows 0–15 and 16–31 (tmm4, tmm5) from `a`, `a_stride` bytes
+// apart; B's two 16-column halves (tmm6, tmm7) from `b`, a panel buffer of 16 pair rows; C += A · B.
+FAPROBE_AMX inline __attribute__((always_inline)) void product_step(const char* a, std::int64_t a_stride,
+                                                                    const char* b) {
+  _tile_loadd(4, a, a_stride);
+  _tile_loadd(5, a + 16 * a_stride, a_stride);
+  _tile_loadd(6, b, kPanelStrideBytes);
+  _tile_loadd(7, b + 64, kPanelStrideBytes);
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
+
 }  // namespace
 
 FAPROBE_AMX void configure_tiles() {
@@ -82,21 +111,9 @@ FAPROBE_AMX void attend_block(const avx512::PanelBlock& block) {
     _tile_zero(2);
     _tile_zero(3);
     for (std::int64_t d = 0; d < block.head_dim; d += kHeadDimStep) {
-      _tile_loadd(4, key_rows + d * 2, key_bytes);
-      _tile_loadd(5, key_rows + 16 * key_bytes + d * 2, key_bytes);
-      const char* pairs = query_pairs + d / 2 * kPanelStrideBytes;
-      _tile_loadd(6, pairs, kPanelStrideBytes);
-      _tile_loadd(7, pairs + 64, kPanelStrideBytes);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      product_step(key_rows + d * 2, key_bytes, query_pairs + d / 2 * kPanelStrideBytes);
     }
-    char* out = scores + chunk * kKeyChunk * kPanelStrideBytes;
-    _tile_stored(0, out, kPanelStrideBytes);
-    _tile_stored(1, out + 64, kPanelStrideBytes);
-    _tile_stored(2, out + 16 * kPanelStrideBytes, kPanelStrideBytes);
-    _tile_stored(3, out + 16 * kPanelStrideBytes + 64, kPanelStrideBytes);
+    store_block(scores + chunk * kKeyChunk * kPanelStrideBytes);
   }
   FAPROBE_MEMORY_BARRIER();
 
@@ -112,26 +129,13 @@ FAPROBE_AMX void attend_block(const avx512::PanelBlock& block) {
   auto* acc = reinterpret_cast<char*>(block.acc);
   for (std::int64_t d = 0; d < block.head_dim; d += 32) {
     char* out = acc + d * kPanelStrideBytes;
-    _tile_loadd(0, out, kPanelStrideBytes);
-    _tile_loadd(1, out + 64, kPanelStrideBytes);
-    _tile_loadd(2, out + 16 * kPanelStrideBytes, kPanelStrideBytes);
-    _tile_loadd(3, out + 16 * kPanelStrideBytes + 64, kPanelStrideBytes);
+    load_block(out);
     const char* value_rows = values + d * value_bytes;
     for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
-      _tile_loadd(4, value_rows + chunk * kKeyChunk * 2, value_bytes);
-      _tile_loadd(5, value_rows + 16 * value_bytes + chunk * kKeyChunk * 2, value_bytes);
-      const char* pairs = probability_pairs + chunk * kKeyChunk / 2 * kPanelStrideBytes;
-      _tile_loadd(6, pairs, kPanelStrideBytes);
-      _tile_loadd(7, pairs + 64, kPanelStrideBytes);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      product_step(value_rows + chunk * kKeyChunk * 2, value_bytes,
+                   probability_pairs + chunk * kKeyChunk / 2 * kPanelStrideBytes);
     }
-    _tile_stored(0, out, kPanelStrideBytes);
-    _tile_stored(1, out + 64, kPanelStrideBytes);
-    _tile_stored(2, out + 16 * kPanelStrideBytes, kPanelStrideBytes);
-    _tile_stored(3, out + 16 * kPanelStrideBytes + 64, kPanelStrideBytes);
+    store_block(out);
   }
   FAPROBE_MEMORY_BARRIER();
 }
