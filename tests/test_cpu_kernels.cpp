@@ -402,6 +402,19 @@ TEST(MeasuredChoice, TheFastestRightCandidateWinsAndAWrongOneNever) {
   EXPECT_THROW(cpu::choose_fastest({{"short", short_output}}, expected, 1e-2), std::logic_error);
 }
 
+// `call` refuses `setting` ("VARIABLE=value") with std::invalid_argument naming the variable and listing
+// `allowed`.
+template <class Call> void expect_refused(Call call, const std::string& setting, const std::string& allowed) {
+  const std::string variable = setting.substr(0, setting.find('='));
+  try {
+    call();
+    ADD_FAILURE() << setting << " was accepted";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find(variable), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find(allowed), std::string::npos) << error.what();
+  }
+}
+
 // FAPROBE_CPU_PATH forces a path where the case can take it, and a value that is not a path is refused naming
 // the variable.
 TEST(CpuPath, AForcedPathIsTakenAndABadOneRefused) {
@@ -427,13 +440,8 @@ TEST(CpuPath, AForcedPathIsTakenAndABadOneRefused) {
     EXPECT_NE(path_of(), "amx-bf16");
   }
   const test_support::ScopedCpuPath bad("amx");
-  try {
-    cpu::cpu_path_setting();
-    ADD_FAILURE() << "FAPROBE_CPU_PATH=amx was accepted";
-  } catch (const std::invalid_argument& error) {
-    EXPECT_NE(std::string(error.what()).find("FAPROBE_CPU_PATH"), std::string::npos) << error.what();
-    EXPECT_NE(std::string(error.what()).find("portable-fp32, avx512-fp32, avx512-bf16, amx-bf16"), std::string::npos);
-  }
+  expect_refused([] { cpu::cpu_path_setting(); }, "FAPROBE_CPU_PATH=amx",
+                 "portable-fp32, avx512-fp32, avx512-bf16, amx-bf16");
 }
 
 TEST(CpuIsa, LevelsParseAndABadSettingIsRefusedNamingTheVariable) {
@@ -442,13 +450,7 @@ TEST(CpuIsa, LevelsParseAndABadSettingIsRefusedNamingTheVariable) {
   EXPECT_EQ(cpu::parse_cpu_isa("avx2"), std::nullopt);
   {
     const test_support::ScopedMaxCpuIsa cap("avx2");
-    try {
-      cpu::cpu_isa();
-      ADD_FAILURE() << "FAPROBE_MAX_CPU_ISA=avx2 was accepted";
-    } catch (const std::invalid_argument& error) {
-      EXPECT_NE(std::string(error.what()).find("FAPROBE_MAX_CPU_ISA"), std::string::npos) << error.what();
-      EXPECT_NE(std::string(error.what()).find("portable, avx512, avx512-bf16, amx"), std::string::npos) << error.what();
-    }
+    expect_refused([] { cpu::cpu_isa(); }, "FAPROBE_MAX_CPU_ISA=avx2", "portable, avx512, avx512-bf16, amx");
   }
   {
     const test_support::ScopedMaxCpuIsa cap("portable");

@@ -25,8 +25,19 @@ std::string_view to_string(CpuIsa isa) {
   return "?";
 }
 
+namespace {
+constexpr CpuIsa kLevels[] = {CpuIsa::portable, CpuIsa::avx512, CpuIsa::avx512_bf16, CpuIsa::amx};
+
+// "a, b, c": the allowed values an error message lists.
+template <class Values, class Name> std::string joined(const Values& values, Name name) {
+  std::string list;
+  for (const auto& value : values) list += (list.empty() ? "" : ", ") + std::string(name(value));
+  return list;
+}
+}  // namespace
+
 std::optional<CpuIsa> parse_cpu_isa(std::string_view text) {
-  for (CpuIsa isa : {CpuIsa::portable, CpuIsa::avx512, CpuIsa::avx512_bf16, CpuIsa::amx}) {
+  for (CpuIsa isa : kLevels) {
     if (text == to_string(isa)) return isa;
   }
   return std::nullopt;
@@ -100,7 +111,8 @@ std::optional<CpuIsa> max_cpu_isa_setting() {
   if (setting == nullptr || *setting == '\0') return std::nullopt;
   if (const std::optional<CpuIsa> isa = parse_cpu_isa(setting)) return isa;
   throw std::invalid_argument(std::string(kMaxCpuIsaVariable) + ": '" + setting +
-                              "' is not an instruction set level (allowed: portable, avx512, avx512-bf16, amx)");
+                              "' is not an instruction set level (allowed: " +
+                              joined(kLevels, [](CpuIsa isa) { return to_string(isa); }) + ")");
 }
 
 std::optional<std::string> cpu_path_setting() {
@@ -111,7 +123,8 @@ std::optional<std::string> cpu_path_setting() {
     if (setting == path) return setting;
   }
   throw std::invalid_argument(std::string(kCpuPathVariable) + ": '" + setting +
-                              "' is not a code path (allowed: portable-fp32, avx512-fp32, avx512-bf16, amx-bf16)");
+                              "' is not a code path (allowed: " +
+                              joined(kCpuPaths, [](const char* path) { return path; }) + ")");
 }
 
 CpuIsa cpu_isa() {

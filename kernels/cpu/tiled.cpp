@@ -40,8 +40,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -520,16 +518,15 @@ PathChoice measured_bf16_path(std::int64_t head_dim, bool with_amx, const std::s
   using Amx = std::integral_constant<TiledPath, TiledPath::amx_bf16>;
   std::vector<float> expected;
   run(Portable{}, expected);
-  std::vector<TiledPath> paths;
+  std::vector<TiledPath> paths;  // the candidates, in the order choose_fastest sees them
   std::vector<CandidatePath> candidates;
-  if (with_amx) {
-    paths.push_back(TiledPath::amx_bf16);
-    candidates.push_back({std::string(to_string(TiledPath::amx_bf16)), [&](std::vector<float>& out) { run(Amx{}, out); }});
-  }
-  paths.push_back(TiledPath::avx512_bf16);
-  candidates.push_back({std::string(to_string(TiledPath::avx512_bf16)), [&](std::vector<float>& out) { run(Bf16{}, out); }});
-  paths.push_back(TiledPath::avx512_fp32);
-  candidates.push_back({std::string(to_string(TiledPath::avx512_fp32)), [&](std::vector<float>& out) { run(Fp32{}, out); }});
+  const auto add = [&](auto path_tag) {
+    paths.push_back(decltype(path_tag)::value);
+    candidates.push_back({std::string(to_string(paths.back())), [&run, path_tag](std::vector<float>& out) { run(path_tag, out); }});
+  };
+  if (with_amx) add(Amx{});
+  add(Bf16{});
+  add(Fp32{});
   // Every path differs from the portable one by bf16's rounding of P (up to 2^-9 relative), far below 3e-2.
   const MeasuredChoice measured = choose_fastest(candidates, expected, 3e-2);
   const TiledPath path = paths[measured.chosen];

@@ -223,21 +223,19 @@ std::string kernel_isa_text(const nlohmann::json& isa) {
 // `faprobe list` costs ~0.1 s more on such a CPU.
 nlohmann::json tiled_paths() {
   nlohmann::json paths = nlohmann::json::array();
-  for (const auto& impl : implementations()) {
-    const auto* tiled = dynamic_cast<const cpu::CpuImplementation*>(impl.get());
-    if (tiled == nullptr || impl->name() != "cpu.tiled") continue;
-    for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
-      for (const std::int64_t head_dim : {64, 128, 256}) {
-        Case c;
-        c.seq_q = c.seq_k = 4096;
-        c.head_dim = head_dim;
-        c.dtype = dtype;
-        c.mask = Mask::causal;
-        nlohmann::json details;
-        tiled->describe(c, details);
-        paths.push_back({{"dtype", to_string(dtype)}, {"head_dim", head_dim}, {"path", details.value("path", "?")},
-                         {"note", details.value("path_note", "")}});
-      }
+  const auto* tiled = dynamic_cast<const cpu::CpuImplementation*>(find_implementation("cpu.tiled"));
+  if (tiled == nullptr) return paths;
+  for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+    for (const std::int64_t head_dim : {64, 128, 256}) {
+      Case c;
+      c.seq_q = c.seq_k = 4096;
+      c.head_dim = head_dim;
+      c.dtype = dtype;
+      c.mask = Mask::causal;
+      nlohmann::json details;
+      tiled->describe(c, details);
+      paths.push_back({{"dtype", to_string(dtype)}, {"head_dim", head_dim}, {"path", details.value("path", "?")},
+                       {"note", details.value("path_note", "")}});
     }
   }
   return paths;
