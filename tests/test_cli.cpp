@@ -352,6 +352,13 @@ TEST_F(Cli, MaxCpuIsaIsCheckedBeforeAnythingRunsAndNamesThePathTaken) {
                        "avx512, avx512-bf16, amx)\n");
     EXPECT_FALSE(fs::exists(path("r.jsonl"))) << command;
   }
+  for (const std::string& command : {"sweep --out r.jsonl" + tiny, std::string("list")}) {  // and FAPROBE_CPU_PATH
+    const Result run = faprobe(command, "FAPROBE_CPU_PATH=amx");
+    EXPECT_EQ(run.status, 2) << command << ": " << run.err;
+    EXPECT_EQ(run.err, "faprobe: FAPROBE_CPU_PATH: 'amx' is not a code path (allowed: portable-fp32, avx512-fp32, "
+                       "avx512-bf16, amx-bf16)\n");
+    EXPECT_EQ(run.out, "") << command;
+  }
   const Result run = faprobe("sweep --out r.jsonl" + tiny, "FAPROBE_MAX_CPU_ISA=portable");
   ASSERT_EQ(run.status, 0) << run.err;
   const nlohmann::json record = nlohmann::json::parse(read_file(path("r.jsonl")));

@@ -199,11 +199,13 @@ nlohmann::json names_of(const std::array<Enum, N>& values) {
 }
 
 // The level of the CPU kernels' run-time code paths (cpu/cpu_isa.hpp): what this CPU runs and, when
-// FAPROBE_MAX_CPU_ISA caps it, the cap. A bad setting is a usage error, as for sweep.
+// FAPROBE_MAX_CPU_ISA caps it, the cap. A bad setting of it or of FAPROBE_CPU_PATH is a usage error, as for
+// sweep.
 nlohmann::json kernel_isa() {
   std::optional<cpu::CpuIsa> cap;
   try {
     cap = cpu::max_cpu_isa_setting();
+    cpu::cpu_path_setting();  // checked here too: the listing plans cpu.tiled's cases (tiled_paths)
   } catch (const std::invalid_argument& error) {
     throw UsageError(error.what());
   }
