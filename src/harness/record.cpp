@@ -60,6 +60,22 @@ void to_json(nlohmann::json& out, const Record& record) {
                      {"samples_s", t.samples_s}};
     out["time_s"]["order"] = to_string(t.order);
     if (t.order == SampleOrder::interleaved) out["time_s"]["interleaved_with"] = t.interleaved_with;
+    if (t.contended) {
+      const Contention& c = *t.contended;
+      out["time_s"]["contended"] = {{"evidence", c.evidence},
+                                    {"cpu_share", c.cpu_share},
+                                    {"involuntary_switches", c.involuntary_switches},
+                                    {"quantised", c.quantised},
+                                    {"identical", c.identical}};
+    }
+    if (!t.runs.empty()) {
+      nlohmann::json runs = nlohmann::json::array();
+      for (const ProcessRun& run : t.runs) {
+        runs.push_back({{"round", run.round}, {"median", run.median}, {"q1", run.q1}, {"q3", run.q3},
+                        {"samples", run.samples}, {"contended", run.contended}});
+      }
+      out["time_s"]["runs"] = std::move(runs);
+    }
   } else {
     out["time_s"] = nullptr;
   }
@@ -147,6 +163,51 @@ void from_json(const nlohmann::json& in, Record& record) {
     if (t.contains("order") && !t["order"].is_null()) record.time->order = parse_sample_order(json_string(t["order"], "time_s.order"));
     if (t.contains("interleaved_with") && !t["interleaved_with"].is_null()) {
       record.time->interleaved_with = json_strings(t["interleaved_with"], "time_s.interleaved_with");
+    }
+    // Both optional too: absent in records of a quiet machine, of one process, or written before they existed.
+    if (t.contains("contended") && !t["contended"].is_null()) {
+      const auto& c = t["contended"];
+      if (!c.is_object()) {
+        throw std::invalid_argument("time_s.contended: expected an object, found " + json_value_text(c));
+      }
+      Contention contention;
+      contention.evidence = json_strings(json_member(c, "evidence", "time_s.contended.evidence"),
+                                         "time_s.contended.evidence");
+      if (c.contains("cpu_share")) contention.cpu_share = json_double(c["cpu_share"], "time_s.contended.cpu_share");
+      if (c.contains("involuntary_switches")) {
+        contention.involuntary_switches = json_double(c["involuntary_switches"], "time_s.contended.involuntary_switches");
+      }
+      if (c.contains("quantised")) contention.quantised = json_bool(c["quantised"], "time_s.contended.quantised");
+      if (c.contains("identical")) contention.identical = json_bool(c["identical"], "time_s.contended.identical");
+      record.time->contended = std::move(contention);
+    }
+    if (t.contains("runs") && !t["runs"].is_null()) {
+      if (!t["runs"].is_array()) {
+        throw std::invalid_argument("time_s.runs: expected a list of processes, found " + json_value_text(t["runs"]));
+      }
+      for (const nlohmann::json& run : t["runs"]) {
+        if (!run.is_object()) {
+          throw std::invalid_argument("time_s.runs: expected a process's summary (an object), found " +
+                                      json_value_text(run));
+        }
+        ProcessRun process;
+        const std::int64_t round = json_int64(json_member(run, "round", "time_s.runs.round"), "time_s.runs.round");
+        if (round < 1 || round > kMaxRepeat) {
+          throw std::invalid_argument("time_s.runs.round: " + std::to_string(round) + " is not a round (1.." +
+                                      std::to_string(kMaxRepeat) + ")");
+        }
+        process.round = int(round);
+        process.median = json_seconds(json_member(run, "median", "time_s.runs.median"), "time_s.runs.median", true);
+        process.q1 = json_seconds(json_member(run, "q1", "time_s.runs.q1"), "time_s.runs.q1", false);
+        process.q3 = json_seconds(json_member(run, "q3", "time_s.runs.q3"), "time_s.runs.q3", false);
+        process.samples = json_int64(json_member(run, "samples", "time_s.runs.samples"), "time_s.runs.samples");
+        if (process.samples < 1) throw std::invalid_argument("time_s.runs.samples: a process's run has at least one sample");
+        if (run.contains("contended")) process.contended = json_bool(run["contended"], "time_s.runs.contended");
+        record.time->runs.push_back(process);
+      }
+      if (record.time->runs.size() > std::size_t(kMaxRepeat)) {
+        throw std::invalid_argument("time_s.runs holds more than " + std::to_string(kMaxRepeat) + " processes");
+      }
     }
   } else if (in.contains("time_s") && !in["time_s"].is_null()) {
     throw std::invalid_argument("time_s: expected an object or null (not timed), found " + json_value_text(in["time_s"]));

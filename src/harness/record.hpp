@@ -32,6 +32,29 @@ enum class SampleOrder { sequential, interleaved };
 std::string_view to_string(SampleOrder order);
 SampleOrder parse_sample_order(std::string_view text);
 
+// Evidence that the machine was busy while a record's samples were taken (measure.hpp's contention rules):
+// the measured threads got less CPU than the wall clock they spent, were preempted, or the samples are the
+// scheduler's tick rather than the kernel. A contended record's time is shown, never judged (compare.hpp).
+struct Contention {
+  std::vector<std::string> evidence;  // one line each, "cpu share 0.41 of 2 threads (median of 13 samples)"
+  double cpu_share = 1;               // median over samples of CPU time / (wall × threads); 1 when not measured
+  double involuntary_switches = 0;    // per sample, mean
+  bool quantised = false;             // most samples at a multiple of a scheduler tick
+  bool identical = false;             // every sample the same to the nanosecond
+};
+
+// The most processes one pair is measured in (sweep --repeat N, ab --repeat N); records read back are held to it.
+inline constexpr int kMaxRepeat = 1000;
+
+// One process's samples of a pair (sweep --repeat, faprobe ab): each process summarized on its own, since
+// processes on a shared machine land in different modes that the samples of one process cannot show.
+struct ProcessRun {
+  int round = 0;               // 1-based: the repetition (round of the plan) this process ran
+  double median = 0, q1 = 0, q3 = 0;  // seconds, over this process's samples
+  std::int64_t samples = 0;
+  bool contended = false;      // this process's samples carried Contention evidence
+};
+
 struct TimeStats {
   double median = 0, mean = 0, min = 0, max = 0, q1 = 0, q3 = 0, stddev = 0;
   std::int64_t samples = 0;
@@ -44,6 +67,11 @@ struct TimeStats {
   // Interleaved: the implementations of one round, in the order each round ran them, this one included
   // (time_s.interleaved_with). Empty when sequential.
   std::vector<std::string> interleaved_with = {};
+  // Present when the machine was busy during the samples (time_s.contended, with its evidence).
+  std::optional<Contention> contended = std::nullopt;
+  // sweep --repeat / ab: every process's own summary (time_s.runs), in round order; the fields above are then
+  // pooled over the processes' samples. Empty for a record measured in one process.
+  std::vector<ProcessRun> runs = {};
 };
 
 struct MemoryStats {
