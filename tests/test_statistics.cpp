@@ -1,7 +1,9 @@
 // The statistics of `faprobe compare`: the Mann–Whitney U test against values scipy.stats.mannwhitneyu
 // gives for the same samples (scipy 1.x, alternative "two-sided", the method named in each test), and the
-// bootstrap interval of a ratio of medians.
+// bootstrap interval of a ratio of medians; the Wilcoxon signed-rank test against scipy.stats.wilcoxon
+// (scipy 1.17.1, its defaults: two-sided, zero_method "wilcox", correction False, method "auto").
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -58,6 +60,119 @@ TEST(Statistics, NormalApproximationForLargeSamples) {
 TEST(Statistics, NoEvidenceWithoutData) {
   EXPECT_EQ(mann_whitney_u({}, {1, 2}).p, 1.0);
   EXPECT_EQ(mann_whitney_u({2, 2, 2}, {2, 2}).p, 1.0);  // all tied: zero variance
+}
+
+// Values from scipy 1.17.1: `wilcoxon(x, y)`, statistic and pvalue as printed; "auto" picks the method named.
+TEST(Statistics, SignedRankExactWithoutTies) {
+  // wilcoxon([1.1, 2.3, 0.7, 4.5, 3.3], [1.5, 2.0, 1.9, 4.0, 3.5]): T 6, p 0.8125 (exact; asymptotic 0.686)
+  const RankTest five = wilcoxon_signed_rank({1.1, 2.3, 0.7, 4.5, 3.3}, {1.5, 2.0, 1.9, 4.0, 3.5});
+  EXPECT_TRUE(five.exact);
+  EXPECT_DOUBLE_EQ(five.u, 6.0);
+  EXPECT_NEAR(five.p, 0.8125, 1e-15);
+  // Eight differences, all positive: T 0, p 2 / 2^8 = 0.0078125.
+  const RankTest eight = wilcoxon_signed_rank({2.0, 3.5, 1.25, 4.0, 5.5, 2.75, 6.0, 3.0},
+                                              {1.0, 3.0, 1.0, 2.5, 5.0, 2.5, 3.0, 1.0});
+  EXPECT_TRUE(eight.exact);
+  EXPECT_DOUBLE_EQ(eight.u, 0.0);
+  EXPECT_NEAR(eight.p, 0.0078125, 1e-15);
+  // Ten, mixed signs: T 8, p 0.046875.
+  const std::vector<double> x = {10.2, 9.8, 11.5, 10.9, 12.3, 9.1, 10.0, 11.1, 10.6, 9.9};
+  const std::vector<double> y = {9.9, 10.4, 10.1, 10.0, 11.0, 9.6, 9.3, 10.2, 10.8, 9.2};
+  const RankTest ten = wilcoxon_signed_rank(x, y);
+  EXPECT_TRUE(ten.exact);
+  EXPECT_DOUBLE_EQ(ten.u, 8.0);
+  EXPECT_NEAR(ten.p, 0.046875, 1e-15);
+  // Swapping the sides negates every difference: the same T and two-sided p (wilcoxon(y, x): T 8, p 0.046875).
+  const RankTest swapped = wilcoxon_signed_rank(y, x);
+  EXPECT_TRUE(swapped.exact);
+  EXPECT_DOUBLE_EQ(swapped.u, 8.0);
+  EXPECT_EQ(swapped.p, ten.p);
+  // One difference: T 0, p 1.
+  EXPECT_EQ(wilcoxon_signed_rank({2.0}, {1.0}).p, 1.0);
+}
+
+// The planted defect `faprobe ab` must see: NEW slower in every one of 10 rounds. The smallest two-sided p
+// ten pairs can give, 2 / 2^10 (scipy: T 0, p 0.001953125), whatever the sizes of the shifts.
+TEST(Statistics, SignedRankTenOfTenRoundsSlower) {
+  std::vector<double> base, slower;
+  for (int i = 0; i < 10; ++i) {
+    base.push_back(1.0 + 0.01 * i);
+    slower.push_back(0.5 + 0.003 * i);
+  }
+  const RankTest test = wilcoxon_signed_rank(base, slower);
+  EXPECT_TRUE(test.exact);
+  EXPECT_DOUBLE_EQ(test.u, 0.0);
+  EXPECT_EQ(test.p, 2.0 / 1024);
+  EXPECT_EQ(wilcoxon_signed_rank(slower, base).p, 2.0 / 1024);
+}
+
+TEST(Statistics, SignedRankExactAtTheSizeLimit) {
+  std::vector<double> x, y;
+  for (int i = 0; i < 50; ++i) {
+    x.push_back(1.0 + 0.01 * i);
+    y.push_back(1.0 + 0.01 * i + (i % 3 != 0 ? 0.001 * (i + 1) : -0.001 * (i + 1)));  // |d| all distinct
+  }
+  // T 425, p 0.03996834652842374 (exact; method="asymptotic" gives 0.0402356268160887)
+  const RankTest test = wilcoxon_signed_rank(x, y);
+  EXPECT_TRUE(test.exact);
+  EXPECT_DOUBLE_EQ(test.u, 425.0);
+  EXPECT_NEAR(test.p / 0.03996834652842374, 1.0, 1e-12);
+}
+
+TEST(Statistics, SignedRankNormalApproximationOverFiftyPairs) {
+  std::vector<double> x, y;
+  for (int i = 0; i < 60; ++i) {
+    x.push_back(1.0 + ((i * 37) % 101) / 1000.0);
+    y.push_back(1.003 + ((i * 53) % 103) / 1000.0 + i * 1e-6);  // no ties, no zeros, but 60 pairs
+  }
+  const RankTest test = wilcoxon_signed_rank(x, y);  // T 886, p 0.8309475279594561
+  EXPECT_FALSE(test.exact);
+  EXPECT_DOUBLE_EQ(test.u, 886.0);
+  EXPECT_NEAR(test.p, 0.8309475279594561, 1e-12);
+}
+
+TEST(Statistics, SignedRankNormalApproximationWithTies) {
+  // 20 pairs whose |d| tie (0.5 and 1.0 many times): the variance's tie correction. T 46, p 0.021568741219488895
+  const RankTest test = wilcoxon_signed_rank(
+      {1.5, 2.0, 3.0, 2.5, 4.0, 1.0, 2.0, 3.5, 5.0, 2.0, 3.0, 1.5, 4.5, 2.0, 3.0, 2.5, 1.0, 6.0, 3.0, 2.0},
+      {1.0, 3.0, 2.0, 2.0, 3.0, 2.0, 1.0, 2.5, 4.0, 3.0, 1.0, 1.0, 3.5, 1.0, 2.0, 1.5, 2.0, 4.0, 2.0, 1.5});
+  EXPECT_FALSE(test.exact);
+  EXPECT_DOUBLE_EQ(test.u, 46.0);
+  EXPECT_NEAR(test.p, 0.021568741219488895, 1e-12);
+}
+
+TEST(Statistics, SignedRankSignFlipsWithTiesInSmallSamples) {
+  // 8 pairs with tied |d|: scipy's "auto" runs an exact permutation test (2^8 sign flips), not the normal
+  // approximation. T 11, p 0.3359375 (method="asymptotic" gives 0.30464192203660967)
+  const RankTest test = wilcoxon_signed_rank({1.5, 2.0, 3.0, 2.5, 4.0, 1.0, 2.0, 3.5},
+                                             {1.0, 3.0, 2.0, 2.0, 3.0, 2.0, 1.0, 2.5});
+  EXPECT_TRUE(test.exact);
+  EXPECT_DOUBLE_EQ(test.u, 11.0);
+  EXPECT_NEAR(test.p, 0.3359375, 1e-15);
+}
+
+TEST(Statistics, SignedRankDropsZeroDifferences) {
+  // 16 pairs, 3 of them equal: over 13 pairs with zeros, the normal approximation on the 13 others.
+  // T 1, p 0.0018654246143055666, the same as wilcoxon(x', y', method="asymptotic") on the non-zero pairs alone.
+  const RankTest sixteen = wilcoxon_signed_rank(
+      {1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0},
+      {0.7, 2.0, 2.6, 4.2, 4.1, 6.0, 6.35, 7.05, 9.0, 9.15, 10.55, 11.4, 12.2, 13.25, 14.45, 15.1});
+  EXPECT_FALSE(sixteen.exact);
+  EXPECT_DOUBLE_EQ(sixteen.u, 1.0);
+  EXPECT_NEAR(sixteen.p, 0.0018654246143055666, 1e-12);
+  // 6 pairs, 2 equal: the sign flips of the 4 others, T 0, p 2 / 2^4 = 0.125.
+  const RankTest six = wilcoxon_signed_rank({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, {0.5, 2.0, 2.25, 4.0, 4.0, 5.5});
+  EXPECT_TRUE(six.exact);
+  EXPECT_DOUBLE_EQ(six.u, 0.0);
+  EXPECT_NEAR(six.p, 0.125, 1e-15);
+  // No difference left: no evidence either way.
+  EXPECT_EQ(wilcoxon_signed_rank({1, 2, 3}, {1, 2, 3}).p, 1.0);
+  EXPECT_EQ(wilcoxon_signed_rank({}, {}).p, 1.0);
+}
+
+TEST(Statistics, SignedRankRefusesUnpairedSamples) {
+  EXPECT_THROW(wilcoxon_signed_rank({1, 2, 3}, {1, 2}), std::invalid_argument);
+  EXPECT_THROW(wilcoxon_signed_rank({1, NAN}, {1, 2}), std::invalid_argument);
 }
 
 TEST(Statistics, Median) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace faprobe {
 namespace {
@@ -41,7 +42,79 @@ std::vector<double> exact_u_distribution(std::size_t m, std::size_t n) {
   return dist[n];
 }
 
+// P(2·W+ = w) for w = 0 .. Σ doubled_ranks under the null hypothesis of the signed-rank test: each rank is
+// that of a positive difference with probability 1/2, independently. With f_k the distribution over the first
+// k ranks, f_k(w) = (f_{k−1}(w) + f_{k−1}(w − 2·rank_k)) / 2. Doubled ranks are integers also with ties
+// (mid-ranks are multiples of 1/2). Every value is a count over 2^k with the count below 2^k ≤ 2^50, so the
+// probabilities and their partial sums are exact in a double.
+std::vector<double> sign_flip_distribution(const std::vector<std::size_t>& doubled_ranks) {
+  std::size_t total = 0;
+  for (std::size_t rank : doubled_ranks) total += rank;
+  std::vector<double> f(total + 1, 0.0);
+  f[0] = 1.0;
+  std::size_t reached = 0;  // f[w] = 0 for w > reached
+  for (std::size_t rank : doubled_ranks) {
+    reached += rank;
+    // Downwards in w, so that f[w − rank] still holds f_{k−1} when f[w] is updated.
+    for (std::size_t w = reached + 1; w-- > 0;) f[w] = (f[w] + (w >= rank ? f[w - rank] : 0.0)) / 2;
+  }
+  return f;
+}
+
 }  // namespace
+
+RankTest wilcoxon_signed_rank(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size()) {
+    throw std::invalid_argument("wilcoxon_signed_rank: x has " + std::to_string(x.size()) + " values and y " +
+                                std::to_string(y.size()) + "; the test pairs x[i] with y[i]");
+  }
+  const std::size_t pairs = x.size();
+  std::vector<double> differences;  // the non-zero ones: zero_method "wilcox" drops the others
+  for (std::size_t i = 0; i < pairs; ++i) {
+    const double d = x[i] - y[i];
+    if (std::isnan(d)) {
+      throw std::invalid_argument("wilcoxon_signed_rank: the difference of pair " + std::to_string(i) + " is NaN");
+    }
+    if (d != 0) differences.push_back(d);
+  }
+  RankTest test;
+  const std::size_t n = differences.size();
+  if (n == 0) return test;
+  std::sort(differences.begin(), differences.end(), [](double a, double b) { return std::fabs(a) < std::fabs(b); });
+  // Doubled mid-ranks of |d| (ranks begin+1 .. end share (begin+1+end)/2), 2·W+, and Σ(t³ − t) over ties.
+  std::vector<std::size_t> doubled_ranks(n);
+  std::size_t doubled_w_plus = 0;
+  double tie_term = 0;
+  for (std::size_t begin = 0; begin < n;) {
+    std::size_t end = begin + 1;
+    while (end < n && std::fabs(differences[end]) == std::fabs(differences[begin])) ++end;
+    for (std::size_t i = begin; i < end; ++i) {
+      doubled_ranks[i] = begin + 1 + end;
+      if (differences[i] > 0) doubled_w_plus += doubled_ranks[i];
+    }
+    const double t = double(end - begin);
+    tie_term += t * t * t - t;
+    begin = end;
+  }
+  const std::size_t doubled_total = n * (n + 1);  // 2·(W+ + W−)
+  test.u = double(std::min(doubled_w_plus, doubled_total - doubled_w_plus)) / 2;
+  const bool ties_or_zeros = tie_term > 0 || n < pairs;
+  if ((!ties_or_zeros && pairs <= kSignedRankExactLimit) || pairs <= kSignedRankPermutationLimit) {
+    const std::vector<double> distribution = sign_flip_distribution(doubled_ranks);
+    double at_most = 0, at_least = 0;  // P(2·W ≤ 2·W+) and P(2·W ≥ 2·W+), each from its own end
+    for (std::size_t w = 0; w <= doubled_w_plus; ++w) at_most += distribution[w];
+    for (std::size_t w = distribution.size(); w-- > doubled_w_plus;) at_least += distribution[w];
+    test.p = std::min(1.0, 2 * std::min(at_most, at_least));
+    test.exact = true;
+    return test;
+  }
+  const double count = double(n);
+  const double mean = count * (count + 1) / 4;
+  const double variance = (count * (count + 1) * (2 * count + 1) - tie_term / 2) / 24;  // > 0 for n ≥ 1
+  const double z = std::fabs(test.u - mean) / std::sqrt(variance);
+  test.p = std::min(1.0, std::erfc(z / std::sqrt(2.0)));  // 2 · (1 − Φ(|z|))
+  return test;
+}
 
 RankTest mann_whitney_u(const std::vector<double>& x, const std::vector<double>& y) {
   RankTest test;
