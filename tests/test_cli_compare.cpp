@@ -144,7 +144,7 @@ TEST_F(CliCompare, APairNoLongerTimedIsARegressionAndEveryPairIsCounted) {
   const Result gate = faprobe("compare base.jsonl verified.jsonl --json diff.json");
   EXPECT_EQ(gate.status, 1) << gate.out << gate.err;
   EXPECT_NE(gate.out.find("timed → not timed  REGRESSION"), std::string::npos) << gate.out;
-  EXPECT_NE(gate.out.find("4 pairs: 0 slower, 0 faster, 0 same, 0 noise, 0 untested, 4 not timed"), std::string::npos)
+  EXPECT_NE(gate.out.find("4 pairs: 0 slower, 0 faster, 0 same, 0 noise, 0 untested, 0 contended, 4 not timed"), std::string::npos)
       << gate.out;
   const nlohmann::json summary = nlohmann::json::parse(read_file(path("diff.json")))["summary"];
   int counted = 0;

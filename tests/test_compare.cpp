@@ -167,7 +167,7 @@ TEST(Compare, EveryPairIsCountedOnceAndALostTimeIsARegression) {
   int counted = 0;
   for (const char* count : {"slower", "faster", "same", "noise", "untested", "not_timed"}) counted += summary[count].get<int>();
   EXPECT_EQ(counted, summary["pairs"].get<int>()) << summary;
-  EXPECT_NE(compare_table(c).find("6 pairs: 1 slower, 0 faster, 1 same, 0 noise, 1 untested, 3 not timed"),
+  EXPECT_NE(compare_table(c).find("6 pairs: 1 slower, 0 faster, 1 same, 0 noise, 1 untested, 0 contended, 3 not timed"),
             std::string::npos) << compare_table(c);
   ASSERT_EQ(c.pairs[3].changes.size(), 1u);
   EXPECT_EQ(c.pairs[3].changes[0].what, "timed → not timed");
@@ -294,8 +294,8 @@ TEST(Compare, DevicesMustMatchUnlessIgnored) {
   const Comparison hosts = compare_runs(base, next, {});
   EXPECT_EQ(hosts.pairs.size(), 1u);  // cpu.naive: NEW's host unknown, so it matches
   EXPECT_EQ(hosts.only_base.size(), 1u);
-  ASSERT_EQ(hosts.notes.size(), 1u);
-  EXPECT_NE(hosts.notes[0].find("--ignore-device"), std::string::npos);
+  ASSERT_EQ(hosts.notes.size(), 2u);  // one process a side, and the device
+  EXPECT_NE(hosts.notes[1].find("--ignore-device"), std::string::npos);
 }
 
 TEST(Compare, BaselineImplComparesWithinOneRun) {

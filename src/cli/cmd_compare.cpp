@@ -24,7 +24,7 @@ namespace {
 struct CompareOptions {
   std::vector<std::string> files, base, next;
   std::string threshold = "5", alpha = "0.01", md, json;
-  bool ignore_device = false;
+  bool ignore_device = false, paired = false;
   std::string baseline_impl;
 };
 
@@ -34,6 +34,7 @@ int run_compare(const CompareOptions& options) {
   settings.threshold_percent = parse_number(options.threshold, "--threshold", 0, 1000);
   settings.alpha = parse_number(options.alpha, "--alpha", 1e-12, 0.5);
   settings.ignore_device = options.ignore_device;
+  settings.paired = options.paired;
   settings.baseline_impl = options.baseline_impl;
   const bool within = !settings.baseline_impl.empty();
   std::vector<std::string> base = options.base, next = options.next;
@@ -67,7 +68,8 @@ int run_compare(const CompareOptions& options) {
   std::ostream& table = targets.uses_stdout() ? std::cerr : std::cout;
 
   const std::string base_flag = within ? "FILE" : options.base.empty() ? "BASE" : "--base";
-  const RecordSet base_set = read_record_set(base, base_flag);
+  // Several BASE files that hold the same pairs are a history (each file's record one process or more).
+  const RecordSet base_set = read_record_set(base, base_flag, /*history=*/!within);
   const Comparison comparison =
       within ? compare_within(base_set, settings)
              : compare_runs(base_set, read_record_set(next, options.next.empty() ? "NEW" : "--new"), settings);
@@ -85,7 +87,9 @@ void setup_compare(CLI::App& app, int& exit_status) {
       "compare", "compare two runs pair by pair (faster / slower / same / noise, status changes); exit 1 on a regression");
   sub->add_option("files", options->files, "BASE NEW: two result files (--out JSONL or --json); with --baseline-impl, "
                                            "the files of one run");
-  sub->add_option("--base", options->base, "a BASE result file (repeatable: the files are merged)");
+  sub->add_option("--base", options->base,
+                  "a BASE result file (repeatable: the files are merged; the same pairs in several files are a "
+                  "history of runs, each file's processes judged together)");
   sub->add_option("--new", options->next, "a NEW result file (repeatable)");
   sub->add_option("--threshold", options->threshold,
                   "smallest change that counts, percent of BASE's median time (default 5)");
@@ -93,6 +97,8 @@ void setup_compare(CLI::App& app, int& exit_status) {
                   "significance level of the Mann-Whitney U test on the raw samples (default 0.01)");
   sub->add_flag("--ignore-device", options->ignore_device,
                 "match records across devices and hosts (same kernel, new card)");
+  sub->add_flag("--paired", options->paired,
+                "the files come from `faprobe ab`: pair BASE's and NEW's processes by round (a signed-rank test)");
   sub->add_option("--baseline-impl", options->baseline_impl,
                   "compare every implementation of one run with this one (its speedup over NAME)");
   sub->add_option("--md", options->md, "write the comparison as Markdown to FILE ('-' is stdout)");

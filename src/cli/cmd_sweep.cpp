@@ -11,6 +11,7 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "default_config.hpp"
+#include "harness/shard.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::cli {
@@ -19,7 +20,28 @@ namespace {
 struct SweepOptions {
   SettingsOptions settings;
   OutputOptions output;
+  bool dry_run = false;
 };
+
+// --dry-run: the pairs the sweep would measure (this shard's, with --shard), one "IMPL CASE" line each, and
+// the measurement settings, on stdout; nothing is measured or written. `faprobe ab` compares its two sides'
+// plans with it before either measures anything.
+void print_plan(const Plan& plan, const SettingsOptions& settings) {
+  std::optional<ShardSelection> shard;
+  if (!settings.shard.empty()) shard = select_shard(plan, parse_shard_setting(settings.shard));
+  std::size_t pairs = 0;
+  std::string lines;
+  for (const PlanPair& pair : plan_pairs(plan)) {
+    if (shard && shard->keys.count(pair.key()) == 0) continue;
+    lines += fmt::format("{} {}\n", pair.impl, pair.c.label());
+    ++pairs;
+  }
+  const MeasureSettings& m = plan.measure;
+  fmt::print("{}measure: warmup {} min_samples {} min_time {} s max_time {} s max_noise {} % threads {} verify {} "
+             "interleave {}\n{} pairs\n",
+             lines, m.warmup, m.min_samples, m.min_time_s, m.max_time_s, m.max_noise_percent,
+             m.threads > 0 ? std::to_string(m.threads) : std::string("all"), m.verify, m.interleave, pairs);
+}
 
 std::string default_out_path() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -41,13 +63,25 @@ int run_sweep(SweepOptions& options) {
   Plan plan = make_plan(source);
   narrow_to_this_machine(plan, /*verify=*/false);
   const std::vector<DeviceWorker> workers = plan_device_workers(plan, options.settings, /*timing=*/true);
+  if (options.dry_run) {
+    print_plan(plan, options.settings);
+    return kExitOk;
+  }
   if (options.output.out_jsonl.empty() && !options.output.resume) options.output.out_jsonl = default_out_path();
+  const int repeat = repeat_setting(source);
   RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/true);
   run.show_unsupported = options.settings.options.at("impl")->count() > 0;
-  fmt::print(stderr, "sweep: {} cases × {} implementations{}; records stream to {}\n", plan.cases.size(),
+  fmt::print(stderr, "sweep: {} cases × {} implementations{}{}; records stream to {}\n", plan.cases.size(),
              plan.impls.size(), plan.measure.interleave ? ", each case's sampled in rounds (interleaved)" : "",
-             run.out_jsonl);
-  const RunSummary summary = run_and_report(plan, run, workers);
+             repeat > 1 ? fmt::format(", each pair in {} processes (--repeat)", repeat) : "", run.out_jsonl);
+  // A round is this sweep in a process of its own, once over the plan: outputs and --resume are the round's,
+  // and --repeat 1 overrides a config's "repeat".
+  std::vector<std::string> round_argv;
+  if (repeat > 1) {
+    round_argv = this_command_without({"--out", "--json", "--csv", "--md", "--repeat"}, {"--resume"});
+    round_argv.insert(round_argv.end(), {"--repeat", "1"});
+  }
+  const RunSummary summary = run_and_report(plan, run, workers, repeat, round_argv);
   return summary.exit_status();
 }
 
@@ -58,6 +92,11 @@ void setup_sweep(CLI::App& app, int& exit_status) {
   CLI::App* sub = app.add_subcommand("sweep", "run every (implementation × case), verifying while measuring");
   add_case_options(*sub, options->settings, options->output);
   add_shard_option(*sub, options->settings);
+  sub->add_flag("--dry-run", options->dry_run,
+                "print the pairs the sweep would measure and its measurement settings, then exit without measuring");
+  add_value(*sub, options->settings, "repeat",
+            "measure every pair in N processes, in rounds over the plan (process 1 runs each pair once, then "
+            "process 2, ...); records keep each process's summary in time_s.runs (default 1)");
   sub->callback([options, &exit_status] { exit_status = run_sweep(*options); });
 }
 

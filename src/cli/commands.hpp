@@ -14,5 +14,6 @@ void setup_probes(CLI::App& app, int& exit_status);
 void setup_compare(CLI::App& app, int& exit_status);
 void setup_report(CLI::App& app, int& exit_status);
 void setup_merge(CLI::App& app, int& exit_status);
+void setup_ab(CLI::App& app, int& exit_status);
 
 }  // namespace faprobe::cli

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   cli::setup_compare(app, exit_status);
   cli::setup_report(app, exit_status);
   cli::setup_merge(app, exit_status);
+  cli::setup_ab(app, exit_status);
   cli::refuse_empty_values(app);
   install_interrupt_handler();
   try {

@@ -23,13 +23,13 @@ namespace {
 std::string g_command_line;
 std::vector<std::string> g_arguments;  // argv, for --devices' workers
 
+}  // namespace
+
 void add_value(CLI::App& app, SettingsOptions& settings, const std::string& key, const std::string& help) {
   std::string flag = "--" + key;
   std::replace(flag.begin(), flag.end(), '_', '-');
   settings.options[key] = app.add_option(flag, settings.values[key], help);
 }
-
-}  // namespace
 
 void add_axis_options(CLI::App& app, SettingsOptions& settings) {
   app.add_option("--config", settings.config, "JSON file with the same keys as these flags (flags override it)");
@@ -165,6 +165,28 @@ void set_command_line(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) g_command_line += (i ? " " : "") + std::string(argv[i]);
 }
 
+std::vector<std::string> this_command_without(const std::set<std::string>& options_with_value,
+                                              const std::set<std::string>& flags) {
+  std::vector<std::string> command{"/proc/self/exe"};
+  for (std::size_t i = 1; i < g_arguments.size(); ++i) {
+    const std::string& argument = g_arguments[i];
+    const std::string flag = argument.substr(0, argument.find('='));
+    if (flags.count(argument) != 0) continue;
+    if (options_with_value.count(flag) != 0) {
+      if (flag == argument) ++i;  // and its value
+      continue;
+    }
+    command.push_back(argument);
+  }
+  return command;
+}
+
+int repeat_setting(const SettingsSource& source) {
+  const auto it = source.values().find("repeat");
+  if (it == source.values().end()) return 1;
+  return int(parse_integer(it->second.text, it->second.origin, 1, kMaxRepeat));
+}
+
 std::vector<DeviceWorker> plan_device_workers(const Plan& plan, const SettingsOptions& settings, bool timing) {
   if (settings.devices.empty()) return {};
   if (timing) {
@@ -188,19 +210,9 @@ std::vector<DeviceWorker> plan_device_workers(const Plan& plan, const SettingsOp
   }
   const std::vector<int> devices = parse_devices(settings.devices, available, gpu::no_device_reason());
   // The worker's command line: this one without what the parent keeps (outputs, --resume) or replaces
-  // (--shard, --devices); a flag's value is the next argument or follows '='.
-  const std::set<std::string> with_value = {"--out", "--json", "--csv", "--md", "--shard", "--devices"};
-  std::vector<std::string> base{"/proc/self/exe"};
-  for (std::size_t i = 1; i < g_arguments.size(); ++i) {
-    const std::string& argument = g_arguments[i];
-    const std::string flag = argument.substr(0, argument.find('='));
-    if (argument == "--resume") continue;
-    if (with_value.count(flag) != 0) {
-      if (flag == argument) ++i;  // and its value
-      continue;
-    }
-    base.push_back(argument);
-  }
+  // (--shard, --devices).
+  const std::vector<std::string> base =
+      this_command_without({"--out", "--json", "--csv", "--md", "--shard", "--devices"}, {"--resume"});
   const Shard node = settings.shard.empty() ? Shard{} : parse_shard_setting(settings.shard);
   std::vector<DeviceWorker> workers;
   for (std::size_t position = 0; position < devices.size(); ++position) {
@@ -274,6 +286,7 @@ nlohmann::json run_metadata(const nlohmann::json& rates) {
 
 #include "cpu/cpu_isa.hpp"
 #include "harness/calibrate.hpp"
+#include "harness/repeat.hpp"
 #include "harness/range.hpp"
 
 namespace faprobe::cli {
@@ -405,12 +418,15 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   return options;
 }
 
-RunSummary run_and_report(const Plan& plan, const RunOptions& options, const std::vector<DeviceWorker>& workers) {
+RunSummary run_and_report(const Plan& plan, const RunOptions& options, const std::vector<DeviceWorker>& workers,
+                          int repeat, const std::vector<std::string>& round_argv) {
   for (const std::string& note : plan.notes) fmt::print(stderr, "faprobe: note: {}\n", note);
   // With a result file on stdout ("-"), stdout carries that file alone and the table goes to stderr.
   const bool stdout_taken = options.files && options.files->targets.uses_stdout();
   std::ostream& table = stdout_taken ? std::cerr : std::cout;
-  const RunSummary summary = workers.empty() ? run_plan(plan, options, table) : run_on_devices(plan, options, workers, table);
+  const RunSummary summary = repeat > 1        ? run_repeated(plan, options, round_argv, repeat, table)
+                             : workers.empty() ? run_plan(plan, options, table)
+                                               : run_on_devices(plan, options, workers, table);
   if (options.nvml) {
     options.nvml->stop_sampling();
     for (const std::string& line : options.nvml->slowdown_lines()) {

@@ -3,6 +3,7 @@
 // key accept exactly the same values and give the same errors.
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct SettingsOptions {
   std::string shard;                         // --shard I/N (sweep and verify; harness/shard.hpp)
   std::string devices;                       // --devices all|0,2,3 (sweep and verify; harness/devices.hpp)
 };
+
+// The option --KEY (underscores as dashes) for the setting KEY, kept as text in settings.values[KEY].
+void add_value(CLI::App& app, SettingsOptions& settings, const std::string& key, const std::string& help);
 
 // --shard I/N and --devices on sweep and verify: run only the I-th of N disjoint parts of the plan; spread
 // it over several GPUs, one worker process each.
@@ -80,6 +84,14 @@ void narrow_to_this_machine(Plan& plan, bool verify);
 void refuse_empty_values(CLI::App& app);
 
 std::string command_line();  // argv as given, for the metadata
+
+// This process's command line for a child that runs the same command: argv[0] as /proc/self/exe, without the
+// options in `options_with_value` (with their values: the next argument, or after '=') and the `flags`.
+std::vector<std::string> this_command_without(const std::set<std::string>& options_with_value,
+                                              const std::set<std::string>& flags);
+
+// The "repeat" setting (sweep --repeat N, config "repeat"): processes per pair, 1..kMaxRepeat; 1 when absent.
+int repeat_setting(const SettingsSource& source);
 void set_command_line(int argc, char** argv);
 
 }  // namespace faprobe::cli
@@ -103,6 +115,9 @@ std::vector<DeviceWorker> plan_device_workers(const Plan& plan, const SettingsOp
 
 // Runs the plan (on `workers` when there are some) with the table on stdout, then one line per status count
 // and where the results are on stderr.
-RunSummary run_and_report(const Plan& plan, const RunOptions& options, const std::vector<DeviceWorker>& workers = {});
+// With `repeat` > 1 the plan runs in that many rounds of child processes, each `round_argv` (harness/repeat.hpp),
+// and `workers` are the rounds' own business.
+RunSummary run_and_report(const Plan& plan, const RunOptions& options, const std::vector<DeviceWorker>& workers = {},
+                          int repeat = 1, const std::vector<std::string>& round_argv = {});
 
 }  // namespace faprobe::cli

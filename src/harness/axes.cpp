@@ -32,7 +32,7 @@ const std::vector<std::string>& setting_keys() {
     std::vector<std::string> all = axis_keys();
     for (const char* key : {"warmup", "min_samples", "max_noise", "min_time", "max_time", "mem_limit", "verify",
                             "flush_l2", "threads", "interleave", "isolate", "isolate_timeout", "plugins",
-                            "description"})
+                            "repeat", "description"})
       all.emplace_back(key);
     return all;
   }();

@@ -24,36 +24,128 @@ std::string three_digits(double value) { return fmt::format("{:.3g}", value); }
 
 bool has_samples(const Record& record) { return record.time && !record.time->samples_s.empty(); }
 
+// The processes a record's time comes from: time_s.runs, or the record itself as one process.
+std::vector<ProcessRun> processes_of(const Record& record) {
+  if (!record.time) return {};
+  const TimeStats& time = *record.time;
+  if (!time.runs.empty()) return time.runs;
+  return {ProcessRun{1, time.median, time.q1, time.q3, time.samples, time.contended.has_value()}};
+}
+
+std::vector<double> medians_of(const std::vector<ProcessRun>& runs) {
+  std::vector<double> medians;
+  for (const ProcessRun& run : runs) medians.push_back(run.median);
+  return medians;
+}
+
+// The verdict once the ratio, the significance and the noise are known.
+Verdict judge(double ratio, bool significant, double noise, const CompareSettings& settings) {
+  if (std::abs(ratio - 1) <= settings.threshold_percent / 100) return Verdict::same;
+  if (!significant || std::abs(ratio - 1) <= noise) return Verdict::noise;
+  return ratio > 1 ? Verdict::slower : Verdict::faster;
+}
+
+// One process a side: the samples of each, cut into blocks (the top of compare.hpp).
+void compare_samples(const Record& base, const Record& next, const CompareSettings& settings, TimeComparison& time) {
+  const bool beyond = std::abs(time.ratio - 1) > settings.threshold_percent / 100;
+  if (!has_samples(base) || !has_samples(next)) {
+    time.verdict = beyond ? Verdict::untested : Verdict::same;
+    return;
+  }
+  const std::vector<double>& a = base.time->samples_s;
+  const std::vector<double>& b = next.time->samples_s;
+  time.base_samples = a.size();
+  time.new_samples = b.size();
+  const std::vector<double> base_blocks = block_medians(a, kBlocks), new_blocks = block_medians(b, kBlocks);
+  time.p = mann_whitney_u(new_blocks, base_blocks).p;
+  if (median(base_blocks) > 0) {
+    const RatioInterval interval = median_ratio_interval(base_blocks, new_blocks, 1 - settings.alpha, kBootstrapResamples);
+    time.low = interval.low;
+    time.high = interval.high;
+  }
+  time.noise = std::max(relative_iqr(a), relative_iqr(b));
+  time.verdict = judge(time.ratio, *time.p < settings.alpha, *time.noise, settings);
+}
+
+// Several processes on a side: their medians are the units (the top of compare.hpp).
+void compare_processes(std::vector<ProcessRun> base_runs, std::vector<ProcessRun> new_runs,
+                       const CompareSettings& settings, TimeComparison& time) {
+  const auto quiet = [](const ProcessRun& run) { return run.contended; };
+  const std::size_t all = base_runs.size() + new_runs.size();
+  base_runs.erase(std::remove_if(base_runs.begin(), base_runs.end(), quiet), base_runs.end());
+  new_runs.erase(std::remove_if(new_runs.begin(), new_runs.end(), quiet), new_runs.end());
+  time.contended_processes = all - base_runs.size() - new_runs.size();
+  if (base_runs.empty() || new_runs.empty()) {
+    time.verdict = Verdict::contended;
+    return;
+  }
+  std::vector<double> base_medians = medians_of(base_runs), new_medians = medians_of(new_runs);
+  time.base_median = median(base_medians);
+  time.new_median = median(new_medians);
+  time.ratio = time.new_median / time.base_median;
+  if (base_medians.size() >= 2 && new_medians.size() >= 2) {
+    const RatioInterval interval =
+        median_ratio_interval(base_medians, new_medians, 1 - settings.alpha, kBootstrapResamples);
+    time.low = interval.low;
+    time.high = interval.high;
+  }
+  bool significant = false;
+  double noise = std::max(relative_iqr(base_medians), relative_iqr(new_medians));
+  if (settings.paired) {
+    // The rounds both sides have (and were quiet in): log-ratios of the two processes of each round.
+    std::map<int, double> base_by_round;
+    for (const ProcessRun& run : base_runs) base_by_round[run.round] = run.median;
+    std::vector<double> log_new, log_base, ratios;
+    for (const ProcessRun& run : new_runs) {
+      const auto it = base_by_round.find(run.round);
+      if (it == base_by_round.end()) continue;
+      log_new.push_back(std::log(run.median));
+      log_base.push_back(std::log(it->second));
+      ratios.push_back(run.median / it->second);
+    }
+    time.test = TimeTest::signed_rank;
+    if (!ratios.empty()) {
+      time.ratio = median(ratios);
+      time.p = wilcoxon_signed_rank(log_new, log_base).p;
+      significant = *time.p < settings.alpha;
+      noise = relative_iqr(ratios);
+    }
+  } else if (new_medians.size() == 1 && base_medians.size() >= 2) {
+    // One NEW process against BASE's history: no test across NEW's processes is possible; it counts when it
+    // lies outside every BASE process (and beyond the threshold and the noise, as always).
+    time.test = TimeTest::history;
+    time.p = mann_whitney_u(new_medians, base_medians).p;
+    const auto [low, high] = std::minmax_element(base_medians.begin(), base_medians.end());
+    significant = new_medians[0] > *high || new_medians[0] < *low;
+  } else {
+    time.test = TimeTest::rank_sum;
+    time.p = mann_whitney_u(new_medians, base_medians).p;
+    significant = *time.p < settings.alpha;
+  }
+  time.noise = noise;
+  time.verdict = judge(time.ratio, significant, noise, settings);
+}
+
 TimeComparison compare_times(const Record& base, const Record& next, const CompareSettings& settings) {
   TimeComparison time;
   time.base_median = base.time->median;
   time.new_median = next.time->median;
   time.ratio = time.new_median / time.base_median;
-  const double threshold = settings.threshold_percent / 100;
-  const bool beyond = std::abs(time.ratio - 1) > threshold;
-  if (has_samples(base) && has_samples(next)) {
-    const std::vector<double>& a = base.time->samples_s;
-    const std::vector<double>& b = next.time->samples_s;
-    time.base_samples = a.size();
-    time.new_samples = b.size();
-    const std::vector<double> base_blocks = block_medians(a, kBlocks), new_blocks = block_medians(b, kBlocks);
-    time.p = mann_whitney_u(new_blocks, base_blocks).p;
-    if (median(base_blocks) > 0) {
-      const RatioInterval interval =
-          median_ratio_interval(base_blocks, new_blocks, 1 - settings.alpha, kBootstrapResamples);
-      time.low = interval.low;
-      time.high = interval.high;
+  const std::vector<ProcessRun> base_runs = processes_of(base), new_runs = processes_of(next);
+  time.base_processes = base_runs.size();
+  time.new_processes = new_runs.size();
+  time.base_samples = std::size_t(base.time->samples);
+  time.new_samples = std::size_t(next.time->samples);
+  if (base_runs.size() == 1 && new_runs.size() == 1) {
+    if (base.time->contended || next.time->contended) {
+      // Samples of a busy machine (the scheduler's tick, a preempted thread) are shown, never judged.
+      time.contended_processes = std::size_t(base.time->contended.has_value()) + next.time->contended.has_value();
+      time.verdict = Verdict::contended;
+      return time;
     }
-    time.noise = std::max(relative_iqr(a), relative_iqr(b));
-    if (!beyond) {
-      time.verdict = Verdict::same;
-    } else if (*time.p >= settings.alpha || std::abs(time.ratio - 1) <= *time.noise) {
-      time.verdict = Verdict::noise;
-    } else {
-      time.verdict = time.ratio > 1 ? Verdict::slower : Verdict::faster;
-    }
+    compare_samples(base, next, settings, time);
   } else {
-    time.verdict = beyond ? Verdict::untested : Verdict::same;
+    compare_processes(base_runs, new_runs, settings, time);
   }
   return time;
 }
@@ -128,6 +220,17 @@ std::string_view to_string(Verdict verdict) {
     case Verdict::same: return "same";
     case Verdict::noise: return "noise";
     case Verdict::untested: return "untested";
+    case Verdict::contended: return "contended";
+  }
+  return "?";
+}
+
+std::string_view to_string(TimeTest test) {
+  switch (test) {
+    case TimeTest::samples: return "samples";
+    case TimeTest::signed_rank: return "signed-rank";
+    case TimeTest::rank_sum: return "rank-sum";
+    case TimeTest::history: return "history";
   }
   return "?";
 }
@@ -197,6 +300,16 @@ Comparison compare_runs(const RecordSet& base, const RecordSet& next, const Comp
   }
   for (std::size_t i = 0; i < next.records.size(); ++i)
     if (!matched[i]) comparison.only_new.push_back(next.records[i]);
+  const int one_process = int(std::count_if(comparison.pairs.begin(), comparison.pairs.end(), [](const ComparedPair& pair) {
+    return pair.time && pair.time->test == TimeTest::samples;
+  }));
+  if (one_process > 0) {
+    comparison.notes.push_back(fmt::format(
+        "{} of {} pairs have one process a side: process-to-process variation is not measured, and on a shared "
+        "machine their verdicts can be false alarms (whole processes run in slower modes); measure both sides with "
+        "`faprobe ab`, or `sweep --repeat N`",
+        one_process, comparison.pairs.size()));
+  }
   if (other_device > 0) {
     comparison.notes.push_back(fmt::format("{} record{} of BASE match{} NEW only on another device (--ignore-device "
                                            "compares across devices)",
@@ -261,6 +374,11 @@ std::string ratio_text(const TimeComparison& time) {
 
 std::string p_text(const TimeComparison& time) { return time.p ? fmt::format("{:.1e}", *time.p) : "-"; }
 
+// "10/10": the processes each side's time comes from.
+std::string processes_text(const TimeComparison& time) {
+  return fmt::format("{}/{}", time.base_processes, time.new_processes);
+}
+
 // In --baseline-impl, "faster" reads as the speedup over the baseline.
 std::string speedup_text(const TimeComparison& time) { return fmt::format("{:.2f}×", 1 / time.ratio); }
 
@@ -270,10 +388,11 @@ std::string name_of(const ComparedPair& pair, bool within) {
 
 std::string summary_line(const Comparison& c) {
   const bool within = !c.settings.baseline_impl.empty();
-  std::string line = fmt::format("{} pairs: {} slower, {} faster, {} same, {} noise, {} untested, {} not timed",
+  std::string line = fmt::format("{} pairs: {} slower, {} faster, {} same, {} noise, {} untested, {} contended, {} not "
+                                 "timed",
                                  c.pairs.size(), c.count(Verdict::slower), c.count(Verdict::faster),
                                  c.count(Verdict::same), c.count(Verdict::noise), c.count(Verdict::untested),
-                                 c.not_timed());
+                                 c.count(Verdict::contended), c.not_timed());
   if (!within) line += fmt::format("; {} check changes", c.check_changes());
   if (!within) line += fmt::format("; {} only in BASE, {} only in NEW", c.only_base.size(), c.only_new.size());
   else line += fmt::format("; {} without a {} record", c.only_new.size(), c.settings.baseline_impl);
@@ -286,10 +405,12 @@ std::string summary_line(const Comparison& c) {
 
 std::string settings_line(const Comparison& c) {
   const bool within = !c.settings.baseline_impl.empty();
-  return fmt::format("threshold {:g} %, alpha {:g} (a change counts when it is beyond the threshold and p < alpha); "
-                     "ratio = median {} / median {} with its {:g} % interval",
+  return fmt::format("threshold {:g} %, alpha {:g} (a change counts when it is beyond the threshold and the noise, "
+                     "and p < alpha); ratio = median {} / median {} with its {:g} % interval; with several processes "
+                     "a side, of the processes' medians{}",
                      c.settings.threshold_percent, c.settings.alpha, within ? "impl" : "NEW",
-                     within ? c.settings.baseline_impl : "BASE", 100 * (1 - c.settings.alpha));
+                     within ? c.settings.baseline_impl : "BASE", 100 * (1 - c.settings.alpha),
+                     c.settings.paired ? " (paired by round: the median of the rounds' ratios)" : "");
 }
 
 }  // namespace
@@ -297,17 +418,20 @@ std::string settings_line(const Comparison& c) {
 std::string compare_table(const Comparison& c) {
   const bool within = !c.settings.baseline_impl.empty();
   std::string text;
-  constexpr const char* kRow = "{:<20} {:<36} {:>11} {:>11} {:>27} {:>8}  {}\n";
+  constexpr const char* kRow = "{:<20} {:<36} {:>11} {:>11} {:>27} {:>8} {:>7}  {}\n";
   text += fmt::format(kRow, "impl", "case", within ? c.settings.baseline_impl : "base", within ? "impl" : "new",
-                      "ratio [interval]", "p", within ? "verdict (speedup)" : "verdict");
+                      "ratio [interval]", "p", "procs", within ? "verdict (speedup)" : "verdict");
   for (const ComparedPair& pair : c.pairs) {
     if (!pair.time) continue;
     const TimeComparison& t = *pair.time;
     std::string verdict(to_string(t.verdict));
     if (within) verdict += " (" + speedup_text(t) + ")";
     else if (t.verdict == Verdict::slower) verdict += "  REGRESSION";
+    if (t.contended_processes > 0 && t.verdict != Verdict::contended) {
+      verdict += fmt::format(" ({} busy process{} left out)", t.contended_processes, t.contended_processes == 1 ? "" : "es");
+    }
     text += fmt::format(kRow, name_of(pair, within), pair.base.record.c.label(), format_seconds(t.base_median),
-                        format_seconds(t.new_median), ratio_text(t), p_text(t), verdict);
+                        format_seconds(t.new_median), ratio_text(t), p_text(t), processes_text(t), verdict);
   }
   const int changes = c.check_changes();
   if (changes > 0) {
@@ -340,19 +464,19 @@ std::string compare_table(const Comparison& c) {
 
 std::string compare_markdown(const Comparison& c) {
   const bool within = !c.settings.baseline_impl.empty();
-  std::string text = within ? fmt::format("| implementation | case | {} | time | ratio [interval] | p | verdict | "
-                                          "speedup |\n|---|---|---:|---:|---:|---:|---|---:|\n",
+  std::string text = within ? fmt::format("| implementation | case | {} | time | ratio [interval] | p | processes | "
+                                          "verdict | speedup |\n|---|---|---:|---:|---:|---:|---:|---|---:|\n",
                                           c.settings.baseline_impl)
-                            : std::string("| implementation | case | base | new | ratio [interval] | p | verdict |\n"
-                                          "|---|---|---:|---:|---:|---:|---|\n");
+                            : std::string("| implementation | case | base | new | ratio [interval] | p | processes | "
+                                          "verdict |\n|---|---|---:|---:|---:|---:|---:|---|\n");
   for (const ComparedPair& pair : c.pairs) {
     if (!pair.time) continue;
     const TimeComparison& t = *pair.time;
     std::string verdict(to_string(t.verdict));
     if (!within && t.verdict == Verdict::slower) verdict = "**slower**";
-    text += fmt::format("| {} | {} | {} | {} | {} | {} | {} |{}\n", name_of(pair, within), pair.base.record.c.label(),
-                        format_seconds(t.base_median), format_seconds(t.new_median), ratio_text(t), p_text(t), verdict,
-                        within ? " " + speedup_text(t) + " |" : "");
+    text += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |{}\n", name_of(pair, within),
+                        pair.base.record.c.label(), format_seconds(t.base_median), format_seconds(t.new_median),
+                        ratio_text(t), p_text(t), processes_text(t), verdict, within ? " " + speedup_text(t) + " |" : "");
   }
   if (c.check_changes() > 0) {
     text += "\n| implementation | case | status or correctness change | regression |\n|---|---|---|---|\n";
@@ -393,7 +517,11 @@ nlohmann::json compare_json(const Comparison& c) {
                      {"ratio", t.ratio},               {"ratio_low", optional(t.low)},
                      {"ratio_high", optional(t.high)}, {"p", optional(t.p)},
                      {"noise", optional(t.noise)},
-                     {"verdict", to_string(t.verdict)}};
+                     {"verdict", to_string(t.verdict)},
+                     {"test", to_string(t.test)},
+                     {"base_processes", t.base_processes},
+                     {"new_processes", t.new_processes},
+                     {"contended_processes", t.contended_processes}};
     } else {
       out["time"] = nullptr;
     }
@@ -415,6 +543,7 @@ nlohmann::json compare_json(const Comparison& c) {
   nlohmann::json settings{{"threshold_percent", c.settings.threshold_percent},
                           {"alpha", c.settings.alpha},
                           {"ignore_device", c.settings.ignore_device},
+                          {"paired", c.settings.paired},
                           {"baseline_impl", within ? nlohmann::json(c.settings.baseline_impl) : nlohmann::json()}};
   return {{"schema", kSchema},
           {"kind", "compare"},
@@ -432,6 +561,7 @@ nlohmann::json compare_json(const Comparison& c) {
             {"same", c.count(Verdict::same)},
             {"noise", c.count(Verdict::noise)},
             {"untested", c.count(Verdict::untested)},
+            {"contended", c.count(Verdict::contended)},
             {"not_timed", c.not_timed()},
             {"check_changes", c.check_changes()},
             {"regressions", c.regressions()},

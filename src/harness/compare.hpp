@@ -49,9 +49,17 @@ struct CompareSettings {
   double alpha = 0.01;             // --alpha
   bool ignore_device = false;      // --ignore-device
   std::string baseline_impl;       // --baseline-impl ("" = compare runs)
+  // The records come from `faprobe ab`: BASE's and NEW's processes of one round ran back to back, and the
+  // test pairs them by round (--paired).
+  bool paired = false;
 };
 
-enum class Verdict { faster, slower, same, noise, untested };
+enum class Verdict { faster, slower, same, noise, untested, contended };
+
+// How a pair's time was judged: on the samples of one process per side; on the processes' medians, paired
+// by round (signed-rank) or not (rank-sum); or one NEW process against a history of BASE's processes.
+enum class TimeTest { samples, signed_rank, rank_sum, history };
+std::string_view to_string(TimeTest test);
 std::string_view to_string(Verdict verdict);
 
 struct TimeComparison {
@@ -62,6 +70,9 @@ struct TimeComparison {
   std::optional<double> p;           // Mann–Whitney two-sided p-value on the block medians, likewise
   std::optional<double> noise;       // max of the two sides' (q3 − q1) / median, likewise
   Verdict verdict = Verdict::untested;
+  TimeTest test = TimeTest::samples;
+  std::size_t base_processes = 1, new_processes = 1;  // the processes each side's time comes from
+  std::size_t contended_processes = 0;  // of both sides together, left out of the test
 };
 
 struct CheckChange {

@@ -20,10 +20,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "harness/child_process.hpp"
 #include "harness/progress.hpp"
 #include "model/errors.hpp"
-
-extern char** environ;
 
 namespace faprobe {
 namespace {
@@ -38,84 +37,16 @@ struct Worker {
   pid_t pid = -1;
   bool exited = false;
   int wait_status = 0;
-  std::uint64_t offset = 0;  // bytes of its JSONL already read
-  std::string partial;       // a line not yet ended
+  FollowedFile records_file{""};  // its JSONL, as it grows
   std::size_t records = 0;   // records relayed from it
   std::string label() const {
     return fmt::format("GPU {} (shard {}/{})", spec.device, spec.shard.index, spec.shard.count);
   }
 };
 
-// fork + execve of the worker with CUDA_VISIBLE_DEVICES set, stdout and stderr into its log. Everything is
-// prepared before fork: only async-signal-safe calls between fork and exec.
 pid_t start_worker(const Worker& worker) {
-  std::vector<std::string> environment;
-  for (char** variable = environ; *variable != nullptr; ++variable) {
-    if (std::strncmp(*variable, "CUDA_VISIBLE_DEVICES=", 21) != 0) environment.emplace_back(*variable);
-  }
-  environment.push_back(fmt::format("CUDA_VISIBLE_DEVICES={}", worker.spec.device));
-  std::vector<char*> envp, argv;
-  for (std::string& variable : environment) envp.push_back(variable.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> arguments = worker.spec.argv;
-  for (std::string& argument : arguments) argv.push_back(argument.data());
-  argv.push_back(nullptr);
-  const int log = open(worker.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log < 0) throw std::system_error(errno, std::generic_category(), "open " + worker.log_path);
-  const pid_t parent = getpid();
-  const pid_t child = fork();
-  if (child < 0) {
-    const int error = errno;
-    close(log);
-    throw std::system_error(error, std::generic_category(), "fork");
-  }
-  if (child == 0) {
-    setpgid(0, 0);                     // its own group: Ctrl-C reaches it through us, once
-    prctl(PR_SET_PDEATHSIG, SIGTERM);  // and it stops (between pairs) if we die
-    if (getppid() != parent) _exit(127);
-    dup2(log, STDOUT_FILENO);
-    dup2(log, STDERR_FILENO);
-    close_range(3, UINT_MAX, 0);  // not our locked --out
-    execve(argv[0], argv.data(), envp.data());
-    static const char message[] = "faprobe: cannot execute the worker\n";
-    const ssize_t ignored = write(STDERR_FILENO, message, sizeof(message) - 1);
-    (void)ignored;
-    _exit(127);
-  }
-  close(log);
-  return child;
-}
-
-// The complete lines a worker has appended to its JSONL since the last call.
-std::vector<std::string> new_lines(Worker& worker) {
-  std::vector<std::string> lines;
-  std::ifstream file(worker.out_path, std::ios::binary);
-  if (!file) return lines;
-  file.seekg(static_cast<std::streamoff>(worker.offset));
-  std::string chunk((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  worker.offset += chunk.size();
-  worker.partial += chunk;
-  std::size_t begin = 0;
-  for (std::size_t end; (end = worker.partial.find('\n', begin)) != std::string::npos; begin = end + 1) {
-    if (end > begin) lines.push_back(worker.partial.substr(begin, end - begin));
-  }
-  worker.partial.erase(0, begin);
-  return lines;
-}
-
-std::string tail_of(const std::string& path, std::size_t lines) {
-  std::ifstream file(path);
-  std::vector<std::string> kept;
-  for (std::string line; std::getline(file, line);) {
-    kept.push_back(line);
-    if (kept.size() > lines) kept.erase(kept.begin());
-  }
-  return fmt::format("{}", fmt::join(kept, "\n"));
-}
-
-std::string exit_text(int wait_status) {
-  if (WIFSIGNALED(wait_status)) return fmt::format("was killed by signal {}", WTERMSIG(wait_status));
-  return fmt::format("exited with status {}", WEXITSTATUS(wait_status));
+  return start_logged_child(worker.spec.argv, {{"CUDA_VISIBLE_DEVICES", std::to_string(worker.spec.device)}},
+                            worker.log_path);
 }
 
 // With --resume: the records --out holds of a worker's shard go into the worker's own file first (where that
@@ -198,6 +129,7 @@ RunSummary run_on_devices(const Plan& plan, const RunOptions& options, std::vect
     const std::string stem = fmt::format("shard-{}-of-{}", spec.shard.index, spec.shard.count);
     worker.out_path = directory + "/" + stem + ".jsonl";
     worker.log_path = directory + "/" + stem + ".log";
+    worker.records_file = FollowedFile(worker.out_path);
     std::error_code error;
     if (!options.resume && fs::exists(worker.out_path, error) && fs::file_size(worker.out_path, error) > 0) {
       throw UsageError(fmt::format("--devices: {} holds records of an earlier run; give --resume to continue it (or "
@@ -239,7 +171,7 @@ RunSummary run_on_devices(const Plan& plan, const RunOptions& options, std::vect
   bool forwarded = false;
   auto relay = [&] {
     for (Worker& worker : workers) {
-      for (const std::string& line : new_lines(worker)) {
+      for (const std::string& line : worker.records_file.new_lines()) {
         Record record;
         try {
           record = nlohmann::json::parse(line).get<Record>();

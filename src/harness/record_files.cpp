@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "harness/input_file.hpp"
+#include "harness/repeat.hpp"
 #include "harness/writers.hpp"
 #include "model/errors.hpp"
 
@@ -119,10 +120,13 @@ std::string device_label(const SourcedRecord& record) {
   return fmt::format("{} ({})", record.record.device, record.host);
 }
 
-RecordSet read_record_set(const std::vector<std::string>& paths, std::string_view what) {
+RecordSet read_record_set(const std::vector<std::string>& paths, std::string_view what, bool history) {
   RecordSet set;
   std::multimap<std::string, std::size_t> by_key;  // record key → index in set.records
-  for (const std::string& path : paths) {
+  std::map<std::size_t, std::vector<std::pair<int, Record>>> repeated;  // index in set.records → later runs' records
+  for (std::size_t file_index = 0; file_index < paths.size(); ++file_index) {
+    const std::string& path = paths[file_index];
+    const std::size_t first_of_file = set.records.size();
     ResultFile file = read_result_file(path, what);
     if (!file.warning.empty()) fmt::print(stderr, "faprobe: warning: {}\n", file.warning);
     std::string host;
@@ -134,18 +138,29 @@ RecordSet read_record_set(const std::vector<std::string>& paths, std::string_vie
       if (sourced.record.device == "cpu") sourced.host = host;
       const std::string key = sourced.record.key();
       const auto [begin, end] = by_key.equal_range(key);
-      for (auto it = begin; it != end; ++it) {
+      bool pooled = false;
+      for (auto it = begin; it != end && !pooled; ++it) {
         const SourcedRecord& earlier = set.records[it->second];
-        if (same_device(earlier, sourced)) {
+        if (!same_device(earlier, sourced)) continue;
+        if (!history || it->second >= first_of_file) {
           throw UsageError(fmt::format("{} on {} appears twice: {} and {} (give each (implementation, case) once)",
                                        key, device_label(sourced), earlier.source, sourced.source));
         }
+        repeated[it->second].emplace_back(int(file_index) + 1, std::move(sourced.record));
+        pooled = true;
       }
+      if (pooled) continue;
       by_key.emplace(key, set.records.size());
       set.records.push_back(std::move(sourced));
     }
     file.records.clear();
     set.files.push_back(std::move(file));
+  }
+  for (auto& [index, later] : repeated) {
+    SourcedRecord& first = set.records[index];
+    later.insert(later.begin(), {1, first.record});
+    first.record = pool_processes(later, int(paths.size()));
+    first.source += fmt::format(" and {} more run{}", later.size() - 1, later.size() == 2 ? "" : "s");
   }
   return set;
 }

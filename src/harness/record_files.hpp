@@ -53,6 +53,9 @@ struct RecordSet {
   std::vector<ResultFile> files;  // their records moved into `records`
   std::vector<SourcedRecord> records;
 };
-RecordSet read_record_set(const std::vector<std::string>& paths, std::string_view what);
+// With `history`, the same pair on the same device in several files is not an error but a history of runs:
+// its records are pooled into one (repeat.hpp's pool_processes: each file's record one process, or the
+// processes it holds), for `compare --base a --base b ...`. Within one file it stays an error.
+RecordSet read_record_set(const std::vector<std::string>& paths, std::string_view what, bool history = false);
 
 }  // namespace faprobe
