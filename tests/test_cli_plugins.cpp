@@ -1,9 +1,9 @@
 // Plugins end to end (the faprobe binary, isolated children included): `verify --plugin` over odd shapes,
-// the off-by-one caught (exit 1), a crashing plugin turned into `failed` records while the sweep goes on,
-// `list` with a plugin's support table, `run --save` checked by scripts/check_npy.py, a record's repro run
-// as written, FAPROBE_PLUGIN_PATH and a config's "plugins", the CUDA example skipped with its reason, bad
-// libraries refused with exit 2 before anything runs, and the README's one-line build command, run as a
-// new user would.
+// the off-by-one caught (exit 1), the planted slowdown verified under the base name, a crashing plugin turned
+// into `failed` records while the sweep goes on, `list` with a plugin's support table, `run --save` checked
+// by scripts/check_npy.py, a record's repro run as written, FAPROBE_PLUGIN_PATH and a config's "plugins", the
+// CUDA example skipped with its reason, bad libraries refused with exit 2 before anything runs, and the
+// README's one-line build command, run as a new user would.
 #include <fstream>
 #include <map>
 #include <regex>
@@ -58,6 +58,24 @@ TEST_F(CliPlugins, VerifyCatchesTheOffByOneCausalMask) {
   EXPECT_NE(verify.out.find("mismatch"), std::string::npos) << verify.out;
   // The explainer names the planted defect under each mismatch, for a real implementation's output too.
   EXPECT_NE(verify.out.find("    why: matches the causal diagonal one key later"), std::string::npos) << verify.out;
+}
+
+// The planted regression `faprobe ab`'s power is measured on: the same implementation name as the base library
+// (ab loads both under one name), and as correct over the odd shapes.
+TEST_F(CliPlugins, ThePlantedSlowdownVerifiesUnderTheBaseName) {
+  const std::string slow = kExamples + "/slow/libfaprobe_example_c_attention_slow.so";
+  const Result verify = faprobe("verify --plugin '" + slow + "' --impl plugin.c_attention" + kOddShapes +
+                                " --json v.json");
+  EXPECT_EQ(verify.status, 0) << verify.out << verify.err;
+  const nlohmann::json document = nlohmann::json::parse(read_file(path("v.json")));
+  ASSERT_EQ(document["records"].size(), 3u * 2 * 2);
+  for (const nlohmann::json& record : document["records"]) {
+    EXPECT_EQ(record["status"], "ok") << record.dump();
+    EXPECT_EQ(record["verify"]["lse_checked"], true);
+    EXPECT_EQ(record["details"]["plugin"], fs::canonical(slow).string());
+  }
+  ASSERT_EQ(document["plugins"].size(), 1u);
+  EXPECT_EQ(document["plugins"][0]["implementations"], nlohmann::json::array({"plugin.c_attention"}));
 }
 
 TEST_F(CliPlugins, ACrashingPluginIsAFailedRecordAndTheSweepGoesOn) {

@@ -1,7 +1,13 @@
 // The plugin loader and adapters (harness/plugins.hpp, kernels/plugin/), in this process: the example C
 // plugin registered and verified over odd shapes and every K/V layout, its planted off-by-one caught, and
 // every planted plugin of tests/plugins/planted_plugin.c refused at load time with one line naming the file,
-// or caught when it runs (a failing run, an output or LSE left unwritten, scratch memory counted).
+// or caught when it runs (a failing run, an output or LSE left unwritten, scratch memory counted); and the
+// planted regression (c_attention_slow) run through the ABI directly: the same name, the same bits, and the
+// rows it repeats really computed.
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -9,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "faprobe/plugin.h"
 #include "harness/plugins.hpp"
 #include "harness/registry.hpp"
 #include "harness/runner.hpp"
@@ -20,7 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string example(const std::string& name) {
-  return std::string(FAPROBE_EXAMPLE_PLUGIN_DIR) + "/libfaprobe_example_" + name + ".so";
+  const std::string folder = name == "c_attention_slow" ? "/slow" : "";  // apart: it shares c_attention's name
+  return std::string(FAPROBE_EXAMPLE_PLUGIN_DIR) + folder + "/libfaprobe_example_" + name + ".so";
 }
 std::string planted(const std::string& kind) {
   return std::string(FAPROBE_TEST_PLUGIN_DIR) + "/libfaprobe_planted_" + kind + ".so";
@@ -161,6 +169,85 @@ TEST(Plugins, ScratchMemoryFromTheAllocatorCountsAsWorkspace) {
   ASSERT_EQ(records.size(), 1u);
   EXPECT_GE(records[0].memory.workspace_bytes, std::uint64_t(1) << 20);
   EXPECT_GE(records[0].memory.peak_bytes, std::uint64_t(1) << 20);
+}
+
+// The implementation of an example library, opened in this process by dlopen (not registered with faprobe, so
+// that two libraries with one name can both be run), and the outputs of its run on one small causal GQA case.
+struct ExampleRun {
+  void* library = nullptr;
+  std::string name;
+  std::vector<float> o, lse;
+};
+
+ExampleRun run_example_directly(const std::string& name) {
+  ExampleRun result;
+  result.library = dlopen(example(name).c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (result.library == nullptr) throw std::runtime_error(dlerror());
+  const auto entry = reinterpret_cast<faprobe_plugin_entry_fn>(dlsym(result.library, FAPROBE_PLUGIN_ENTRY_SYMBOL));
+  if (entry == nullptr) throw std::runtime_error(name + ": no entry point");
+  const faprobe_implementation& impl = entry()->implementations[0];
+  result.name = impl.name;
+
+  faprobe_case c{};  // fp32 prefill, contiguous K/V
+  c.batch = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.seq_q = 33;
+  c.seq_k = 100;
+  c.head_dim = 16;
+  c.mask = FAPROBE_MASK_CAUSAL;
+  c.scale = 0.25f;  // 1 / sqrt(head_dim)
+  c.fp8_scale = 1.0f;
+  std::vector<float> q(std::size_t(c.batch * c.seq_q * c.heads * c.head_dim));
+  std::vector<float> k(std::size_t(c.batch * c.seq_k * c.kv_heads * c.head_dim)), v(k.size());
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = float(std::sin(0.37 * double(i)));
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    k[i] = float(std::cos(0.11 * double(i)));
+    v[i] = float(std::sin(0.07 * double(i) + 1));
+  }
+  const std::vector<std::int32_t> seq_starts = {0, 100, 200};
+  std::vector<unsigned char> workspace(std::size_t(impl.workspace_bytes(&impl, &c)));
+  result.o.assign(q.size(), NAN);
+  result.lse.assign(std::size_t(c.batch * c.heads * c.seq_q), NAN);
+  faprobe_tensors tensors{};
+  tensors.q = q.data();
+  tensors.k = k.data();
+  tensors.v = v.data();
+  tensors.o = result.o.data();
+  tensors.lse = result.lse.data();
+  tensors.kv_rows = c.batch * c.seq_k;
+  tensors.seq_starts = seq_starts.data();
+  tensors.workspace = workspace.data();
+  tensors.workspace_bytes = workspace.size();
+  char error[256] = "";
+  faprobe_run_context context{};
+  context.threads = 1;
+  context.error = error;
+  context.error_size = sizeof error;
+  if (impl.supports(&impl, &c) != nullptr || impl.run(&impl, &c, &tensors, &context) != 0) {
+    throw std::runtime_error(name + ": " + error);
+  }
+  return result;
+}
+
+TEST(Plugins, ThePlantedSlowdownRepeatsItsShareOfRowsWithTheSameResultsAndName) {
+  using RowsRepeated = std::uint64_t (*)();
+  const ExampleRun base = run_example_directly("c_attention");
+  EXPECT_EQ(dlsym(base.library, "faprobe_example_rows_repeated"), nullptr);  // the normal build exports nothing else
+  const ExampleRun slow = run_example_directly("c_attention_slow");
+  const auto rows_repeated = reinterpret_cast<RowsRepeated>(dlsym(slow.library, "faprobe_example_rows_repeated"));
+  ASSERT_NE(rows_repeated, nullptr);
+  // A second run in the same library, counted from here: 2 · 33 · 4 = 264 rows, 15 % of them, floor(39.6).
+  const std::uint64_t before = rows_repeated();
+  const ExampleRun again = run_example_directly("c_attention_slow");
+  EXPECT_EQ(rows_repeated() - before, 39u);
+  EXPECT_EQ(slow.name, "c_attention");  // `faprobe ab` loads both under one implementation name
+  EXPECT_EQ(slow.name, base.name);
+  // Computed twice, written twice, the same bits: as correct as the base (`verify` in test_cli_plugins).
+  ASSERT_EQ(slow.o.size(), base.o.size());
+  EXPECT_EQ(std::memcmp(slow.o.data(), base.o.data(), base.o.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(slow.lse.data(), base.lse.data(), base.lse.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(again.o.data(), base.o.data(), base.o.size() * sizeof(float)), 0);
 }
 
 }  // namespace

@@ -27,6 +27,12 @@
  * Dtypes: fp32 and bf16 (bf16 is the upper 16 bits of an fp32; outputs are rounded to nearest even).
  * With -DFAPROBE_EXAMPLE_OFF_BY_ONE_CAUSAL it is c_attention_off_by_one, with a planted defect: under the
  * causal mask each row sees one key too many, the classic off-by-one that `faprobe verify` must catch.
+ * With -DFAPROBE_EXAMPLE_SLOWDOWN_PERCENT=P (0 to 100, default 0) it is a planted regression of known size,
+ * for measuring the power of `faprobe ab`: P % of the (b, s, h) rows, spread evenly over them (so also about
+ * P % of a causal case's work), are computed a second time, in a pass after all rows, into O and the LSE again,
+ * with the same values: as correct, about P % slower (P = 15: 1.13 to 1.17 times the time of P = 0, gcc 12 and
+ * clang 14 at -O3, 256 keys, head_dim 64), and under the same name. faprobe_example_rows_repeated() (exported
+ * only then, for the tests) counts the rows computed twice since the library was loaded.
  *
  * Build:
  *   cc -std=c99 -O2 -Wall -Wextra -Werror -pedantic -shared -fPIC -I include examples/plugins/c_attention.c -o libc_attention.so -lm
@@ -44,6 +50,13 @@
 #else
 #define CAUSAL_EXTRA_KEYS 0
 #define IMPLEMENTATION_NAME "c_attention"
+#endif
+
+#ifndef FAPROBE_EXAMPLE_SLOWDOWN_PERCENT /* the planted regression: this percent of the rows done twice */
+#define FAPROBE_EXAMPLE_SLOWDOWN_PERCENT 0
+#endif
+#if FAPROBE_EXAMPLE_SLOWDOWN_PERCENT < 0 || FAPROBE_EXAMPLE_SLOWDOWN_PERCENT > 100
+#error "FAPROBE_EXAMPLE_SLOWDOWN_PERCENT is a percent of the rows: 0 to 100"
 #endif
 
 /* ---- Elements: fp32 as is, bf16 as the upper half of an fp32. ---- */
@@ -118,8 +131,16 @@ typedef struct row_scratch {
   double* acc;   /* head_dim: sum_j exp(score[j] - row_max) * V[j] */
 } row_scratch;
 
-static void attend_row(const faprobe_case* c, const faprobe_tensors* t, int64_t b, int64_t s, int64_t h,
-                       const row_scratch* scratch) {
+/* Inlined at both of its calls: without, gcc 12 -O3 inlines it only while there is one (the normal build), and
+ * the build that repeats 1 % of the rows ran 8 % slower, not 1 % (256 keys, head_dim 64). */
+#if defined(__GNUC__)
+#define ROW_INLINE __attribute__((always_inline)) inline
+#else
+#define ROW_INLINE inline
+#endif
+
+static ROW_INLINE void attend_row(const faprobe_case* c, const faprobe_tensors* t, int64_t b, int64_t s, int64_t h,
+                                  const row_scratch* scratch) {
   const int64_t head_dim = c->head_dim;
   const int64_t kv_head = h / (c->heads / c->kv_heads);
   const int64_t keys = keys_of(c, b);
@@ -159,6 +180,24 @@ static void attend_row(const faprobe_case* c, const faprobe_tensors* t, int64_t 
   if (t->lse != NULL) t->lse[lse_at] = (float)(row_max + log(row_sum));
 }
 
+/* ---- The planted regression (FAPROBE_EXAMPLE_SLOWDOWN_PERCENT). ---- */
+
+/* Rows computed a second time since the library was loaded (run is called one call at a time). */
+static uint64_t rows_repeated = 0;
+
+/* Whether row `row` (of rows counted (b * seq_q + s) * heads + h) is one of the repeated share: those where
+ * floor(row * P / 100) steps up, which spreads floor(rows * P / 100) of them evenly over the rows. */
+static int is_repeated_row(int64_t row) {
+  const int64_t percent = FAPROBE_EXAMPLE_SLOWDOWN_PERCENT;
+  return (row + 1) * percent / 100 > row * percent / 100;
+}
+
+#if FAPROBE_EXAMPLE_SLOWDOWN_PERCENT > 0
+/* For the tests: faprobe never calls it (the plugin ABI has no field for it). */
+FAPROBE_PLUGIN_EXPORT uint64_t faprobe_example_rows_repeated(void);
+FAPROBE_PLUGIN_EXPORT uint64_t faprobe_example_rows_repeated(void) { return rows_repeated; }
+#endif
+
 /* ---- The implementation's functions. ---- */
 
 static const char* c_attention_supports(const faprobe_implementation* self, const faprobe_case* c) {
@@ -188,6 +227,20 @@ static int c_attention_run(const faprobe_implementation* self, const faprobe_cas
   for (b = 0; b < c->batch; ++b) {
     for (s = 0; s < c->seq_q; ++s) {
       for (h = 0; h < c->heads; ++h) attend_row(c, t, b, s, h, &scratch);
+    }
+  }
+  /* The planted regression: the repeated rows done again, written over the first results (the stores into O,
+   * a pointer from faprobe, keep the compiler from dropping the work). A pass of its own, so that the loop
+   * above is compiled as in the normal build. */
+  if (FAPROBE_EXAMPLE_SLOWDOWN_PERCENT > 0) {
+    for (b = 0; b < c->batch; ++b) {
+      for (s = 0; s < c->seq_q; ++s) {
+        for (h = 0; h < c->heads; ++h) {
+          if (!is_repeated_row((b * c->seq_q + s) * c->heads + h)) continue;
+          attend_row(c, t, b, s, h, &scratch);
+          ++rows_repeated;
+        }
+      }
     }
   }
   return 0;
