@@ -1,4 +1,5 @@
 // Writers: JSONL streams and reads back exactly; the JSON document and CSV carry the same records.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -144,6 +145,53 @@ TEST(Writers, MarkdownAndTableShowEveryRecord) {
   EXPECT_NE(text.str().find("| cpu.naive | b1 h8 s65536 d64 fp32 | skipped |"), std::string::npos) << text.str();
   EXPECT_NE(text.str().find("| 43.8 |"), std::string::npos) << text.str();
   std::filesystem::remove(path);
+}
+
+// A contended record (contention.hpp) is marked in every format: "busy" before its median in the table, with
+// the legend and its evidence under the first one only; a footnote under the Markdown table; CSV columns.
+TEST(Writers, ContendedRecordsAreMarkedBusy) {
+  std::vector<Record> records = sample_records();
+  Contention contention;
+  contention.evidence = {"2.0 involuntary context switches per sample (250 per second)",
+                         "13 of 13 samples within 20 us of a multiple of 1 ms (a scheduler tick)"};
+  contention.quantised = true;
+  records[0].time->contended = contention;
+  records.push_back(records[0]);
+  records.back().c.seq_q = records.back().c.seq_k = 8192;
+
+  std::ostringstream table;
+  TableWriter writer(table);
+  for (const Record& record : records) writer.write(record);
+  const std::string text = table.str();
+  EXPECT_NE(text.find("busy 250.000 ms"), std::string::npos) << text;
+  std::size_t legends = 0;
+  for (std::size_t at = text.find(kBusyLegend); at != std::string::npos; at = text.find(kBusyLegend, at + 1)) ++legends;
+  EXPECT_EQ(legends, 1u) << text;
+  EXPECT_NE(text.find("    busy: 13 of 13 samples within 20 us"), std::string::npos) << text;
+
+  std::ostringstream quiet_table;
+  TableWriter quiet_writer(quiet_table);
+  for (const Record& record : sample_records()) quiet_writer.write(record);
+  EXPECT_EQ(quiet_table.str().find("busy"), std::string::npos) << quiet_table.str();
+  EXPECT_EQ(markdown_document(sample_records()).find("busy"), std::string::npos);
+
+  const std::string markdown = markdown_document(records);
+  EXPECT_NE(markdown.find("| busy 250.000 ms |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find(std::string("\n") + kBusyLegend + "\n"), std::string::npos) << markdown;
+
+  const std::vector<std::string> header = csv_header();
+  auto column = [&](const std::vector<std::string>& row, const std::string& name) {
+    const auto at = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(at, header.end()) << name;
+    return at == header.end() ? std::string() : row[std::size_t(at - header.begin())];
+  };
+  const std::vector<std::string> busy = csv_row(records[0]), quiet = csv_row(sample_records()[0]),
+                                  untimed = csv_row(sample_records()[1]);
+  EXPECT_EQ(column(busy, "contended"), "true");
+  EXPECT_EQ(column(busy, "contention_evidence"), contention.evidence[0] + "; " + contention.evidence[1]);
+  EXPECT_EQ(column(quiet, "contended"), "false");
+  EXPECT_EQ(column(quiet, "contention_evidence"), "");
+  EXPECT_EQ(column(untimed, "contended"), "");  // not timed: neither
 }
 
 }  // namespace

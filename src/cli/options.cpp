@@ -440,6 +440,17 @@ RunSummary run_and_report(const Plan& plan, const RunOptions& options, const std
              summary.records.size(), ok, summary.failed_checks, summary.failed_runs, summary.skipped,
              summary.unsupported, summary.resumed ? fmt::format(" ({} resumed)", summary.resumed) : "",
              summary.interrupted ? "; interrupted" : "");
+  int timed = 0, contended = 0;
+  for (const Record& record : summary.records) {
+    timed += record.time.has_value();
+    contended += record.time && record.time->contended;
+  }
+  if (contended > 0) {
+    fmt::print(stderr,
+               "{} of {} timed records were measured while the machine was busy (marked busy; their evidence is in "
+               "time_s.contended): their times are partly the scheduler's; rerun when the machine is quiet\n",
+               contended, timed);
+  }
   fmt::print(stderr, "this host: fp32 GEMM {:.1f} GFLOP/s (all cores), copy {:.1f} GB/s\n",
              options.rates.gemm_gflops, options.rates.memory_gbytes_per_s);
   if (options.rates.gpu_copy_gbytes_per_s > 0) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "harness/contention.hpp"
 #include "harness/measure.hpp"
 #include "harness/progress.hpp"
 #include "model/memory.hpp"
@@ -104,25 +105,35 @@ void run_group(const std::vector<Member*>& group, const Case& c, const MeasureSe
       if (interrupted()) return false;
       if (!member->prepared || !wants(*member->sampler)) continue;
       ran = true;
-      guarded(*member, [&] { add(*member->sampler, member->prepared->timed_run()); });
+      guarded(*member, [&] {
+        ContentionProbe probe(!member->impl->runs_on_gpu());
+        probe.start();
+        const double seconds = member->prepared->timed_run();
+        add(*member->sampler, seconds, probe.stop(seconds));
+      });
     }
     return ran;
   };
-  while (pass([](const Sampler& s) { return s.warming_up(); }, [](Sampler& s, double t) { s.add_warmup(t); })) {
+  while (pass([](const Sampler& s) { return s.warming_up(); },
+              [](Sampler& s, double t, const SampleObservation&) { s.add_warmup(t); })) {
   }
+  // Read before the rounds: the load average at their start.
+  const ContentionContext on_cpu = contention_context(false, measure.threads);
+  const ContentionContext on_gpu = contention_context(true, measure.threads);
   auto anyone_wants_more = [&] {
     return std::any_of(round.begin(), round.end(),
                        [](const Member* member) { return member->prepared && member->sampler->wants_more(); });
   };
   while (!interrupted() && anyone_wants_more()) {
-    pass([](const Sampler& s) { return s.budget_left(); }, [](Sampler& s, double t) { s.add(t); });
+    pass([](const Sampler& s) { return s.budget_left(); },
+         [](Sampler& s, double t, const SampleObservation& observed) { s.add(t, observed); });
   }
   if (interrupted()) return;
 
   for (Member* member : round) {
     if (!member->prepared) continue;  // failed: no time, as a sequential run that throws has none
     Record& record = *member->record;
-    record.time = member->sampler->stats();
+    record.time = member->sampler->stats(member->impl->runs_on_gpu() ? on_gpu : on_cpu);
     record.time->order = SampleOrder::interleaved;
     record.time->interleaved_with = names;
     if (record.time->samples == 0) record.time.reset();

@@ -56,8 +56,11 @@ void Sampler::add_warmup(double seconds) {
   spent_s_ += seconds;  // a slow case gets no more warm-up than its budget
 }
 
-void Sampler::add(double seconds) {
+void Sampler::add(double seconds, const SampleObservation& observed) {
+  if (!samples_.empty() && std::llround(seconds * 1e9) != std::llround(samples_.front() * 1e9)) identical_ = false;
   samples_.push_back(seconds);
+  observed_.push_back(observed);
+  observed_.back().seconds = seconds;
   sampled_s_ += seconds;
   spent_s_ += seconds;
   const double delta = seconds - running_mean_;
@@ -67,6 +70,7 @@ void Sampler::add(double seconds) {
 
 bool Sampler::satisfied() const {
   if (samples() < settings_.min_samples || sampled_s_ < settings_.min_time_s) return false;
+  if (samples() >= 2 && identical_) return false;
   TimeStats running;
   running.samples = samples();
   running.mean = running_mean_;
@@ -74,12 +78,23 @@ bool Sampler::satisfied() const {
   return relative_noise_percent(running) <= settings_.max_noise_percent;
 }
 
+TimeStats Sampler::stats(const ContentionContext& context) const {
+  TimeStats stats = summarize(samples_);
+  stats.contended = detect_contention(observed_, context);
+  return stats;
+}
+
 TimeStats measure(const std::function<double()>& sample, const MeasureSettings& settings,
-                  const std::function<bool()>& interrupted) {
+                  const std::function<bool()>& interrupted, const ContentionContext& context) {
   Sampler sampler(settings);
   while (sampler.warming_up() && !interrupted()) sampler.add_warmup(sample());
-  while (!interrupted() && sampler.wants_more()) sampler.add(sample());
-  return sampler.stats();
+  ContentionProbe probe(context.cpu_observed);
+  while (!interrupted() && sampler.wants_more()) {
+    probe.start();
+    const double seconds = sample();
+    sampler.add(seconds, probe.stop(seconds));
+  }
+  return sampler.stats(context);
 }
 
 }  // namespace faprobe

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/axes.hpp"
+#include "harness/contention.hpp"
 #include "harness/record.hpp"
 
 namespace faprobe {
@@ -32,8 +33,11 @@ class Sampler {
 
   bool warming_up() const;        // another warm-up run is due
   void add_warmup(double seconds);
-  void add(double seconds);       // one timed sample
-  // At least min_samples samples, at least min_time_s of them and noise at most max_noise_percent.
+  // One timed sample, and what the OS said about it (contention.hpp; its `seconds` need not be set).
+  void add(double seconds, const SampleObservation& observed = {});
+  // At least min_samples samples, at least min_time_s of them and noise at most max_noise_percent. Samples
+  // all equal to the nanosecond (two or more) never are: no real kernel repeats to the nanosecond, a
+  // scheduler tick does, and their noise of 0 would end sampling at the minimums.
   bool satisfied() const;
   // Another sample fits the budget: none taken yet (every sampler gets one), or max_time_s not yet spent.
   bool budget_left() const { return samples_.empty() || spent_s_ < settings_.max_time_s; }
@@ -41,6 +45,8 @@ class Sampler {
   std::int64_t samples() const { return std::int64_t(samples_.size()); }
   double spent_s() const { return spent_s_; }  // warm-up runs and samples
   TimeStats stats() const { return summarize(samples_); }
+  // The statistics with the contention rules' verdict over the samples (contention.hpp) in `contended`.
+  TimeStats stats(const ContentionContext& context) const;
 
  private:
   MeasureSettings settings_;
@@ -48,11 +54,15 @@ class Sampler {
   double spent_s_ = 0, sampled_s_ = 0;
   double running_mean_ = 0, running_m2_ = 0;  // Welford: the noise check is O(1) per sample, no sorting
   std::vector<double> samples_;
+  std::vector<SampleObservation> observed_;
+  bool identical_ = true;  // every sample so far equal to the first to the nanosecond
 };
 
 // Calls `sample` (one timed run, returns seconds) as the settings ask; `interrupted` is polled between runs.
-// Returns the statistics of the samples taken (at least one unless interrupted before the first).
+// Returns the statistics of the samples taken (at least one unless interrupted before the first), with
+// `contended` set when the contention rules mark them: each sample is observed by a ContentionProbe (CPU time
+// and switches when context.cpu_observed).
 TimeStats measure(const std::function<double()>& sample, const MeasureSettings& settings,
-                  const std::function<bool()>& interrupted);
+                  const std::function<bool()>& interrupted, const ContentionContext& context = {});
 
 }  // namespace faprobe

@@ -32,12 +32,12 @@ enum class SampleOrder { sequential, interleaved };
 std::string_view to_string(SampleOrder order);
 SampleOrder parse_sample_order(std::string_view text);
 
-// Evidence that the machine was busy while a record's samples were taken (measure.hpp's contention rules):
+// Evidence that the machine was busy while a record's samples were taken (contention.hpp's rules):
 // the measured threads got less CPU than the wall clock they spent, were preempted, or the samples are the
 // scheduler's tick rather than the kernel. A contended record's time is shown, never judged (compare.hpp).
 struct Contention {
-  std::vector<std::string> evidence;  // one line each, "cpu share 0.41 of 2 threads (median of 13 samples)"
-  double cpu_share = 1;               // median over samples of CPU time / (wall × threads); 1 when not measured
+  std::vector<std::string> evidence;  // one line each, "cpu share 0.41 of 2 threads over 13 samples (below 0.75)"
+  double cpu_share = 1;               // over all samples: CPU time / (wall × threads); 1 when not measured
   double involuntary_switches = 0;    // per sample, mean
   bool quantised = false;             // most samples at a multiple of a scheduler tick
   bool identical = false;             // every sample the same to the nanosecond

@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "harness/contention.hpp"
 #include "harness/interleave.hpp"
 #include "harness/measure.hpp"
 #include "harness/plugins.hpp"
@@ -435,7 +436,8 @@ Record run_one(const Implementation& impl, const Case& c, const MeasureSettings&
       MeasureSettings rest = measure;
       rest.warmup = std::max(0, measure.warmup - 1);
       rest.max_time_s = std::max(0.0, measure.max_time_s - first_run);
-      record.time = faprobe::measure([&] { return prepared->timed_run(); }, rest, interrupted);
+      record.time = faprobe::measure([&] { return prepared->timed_run(); }, rest, interrupted,
+                                     contention_context(impl.runs_on_gpu(), measure.threads));
       if (record.time->samples == 0) record.time.reset();
     }
     const MemoryCounters counters = prepared->device_memory().value_or(host_memory().counters());

@@ -177,7 +177,7 @@ std::vector<std::string> csv_header() {
           "inputs",
           "status",          "reason",         "time_median_s",
           "time_mean_s",   "time_min_s",     "time_max_s",      "time_q1_s",      "time_q3_s",
-          "time_stddev_s", "samples",        "predicted_time_s", "flops",         "bytes",
+          "time_stddev_s", "samples",        "contended",       "contention_evidence", "predicted_time_s", "flops",         "bytes",
           "gflops_per_s",  "tflops_per_s",   "gbytes_per_s",    "bandwidth_fraction", "peak_bytes",
           "workspace_bytes", "predicted_bytes", "max_abs_diff", "max_rel_diff", "tolerance",
           "rows_checked",  "heads_checked",  "passed",          "details_json"};
@@ -214,6 +214,8 @@ std::vector<std::string> csv_row(const Record& r) {
           time_field(&TimeStats::q3),
           time_field(&TimeStats::stddev),
           t ? std::to_string(t->samples) : std::string(),
+          t ? (t->contended ? "true" : "false") : std::string(),
+          t && t->contended ? fmt::format("{}", fmt::join(t->contended->evidence, "; ")) : std::string(),
           number(r.predicted_time_s),
           number(r.flops()),
           number(r.bytes()),
@@ -263,7 +265,7 @@ struct TableCells {
 
 TableCells table_cells(const Record& r) {
   TableCells cells{r.impl, r.c.label(), std::string(to_string(r.status)), "-", "-", "-", "-", "-"};
-  if (r.time) cells.median = format_seconds(r.time->median);
+  if (r.time) cells.median = (r.time->contended ? "busy " : "") + format_seconds(r.time->median);
   if (const auto gflops = r.gflops()) cells.gflops = fmt::format("{:.1f}", *gflops);
   if (r.bandwidth_fraction) cells.bandwidth_percent = fmt::format("{:.1f}", *r.bandwidth_fraction * 100);
   if (r.memory.peak_bytes) cells.peak = format_bytes(double(r.memory.peak_bytes));
@@ -293,12 +295,15 @@ std::string markdown_document(const std::vector<Record>& records) {
       "| implementation | case | status | median time | GFLOP/s | % of copy bandwidth | peak memory "
       "| check (max abs diff) |\n"
       "|---|---|---|---:|---:|---:|---:|---|\n";
+  bool any_busy = false;
   for (const Record& record : records) {
     const TableCells c = table_cells(record);
     text += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(c.impl),
                         markdown_cell(c.case_label), c.status, c.median, c.gflops, c.bandwidth_percent, c.peak,
                         markdown_cell(c.check));
+    any_busy = any_busy || (record.time && record.time->contended);
   }
+  if (any_busy) text += fmt::format("\n{}\n", kBusyLegend);
   return text;
 }
 
@@ -307,7 +312,7 @@ void write_markdown(const std::string& path, const std::vector<Record>& records)
 }
 
 void TableWriter::write(const Record& record) {
-  constexpr const char* kRow = "{:<18} {:<34} {:<11} {:>11} {:>9} {:>6} {:>10}  {}\n";
+  constexpr const char* kRow = "{:<18} {:<34} {:<11} {:>13} {:>9} {:>6} {:>10}  {}\n";
   if (!header_written_) {
     fmt::print(out_, kRow, "impl", "case", "status", "median", "GFLOP/s", "BW %", "peak mem", "check");
     header_written_ = true;
@@ -318,6 +323,12 @@ void TableWriter::write(const Record& record) {
   // A failed check's diagnosis (reference/explain.hpp), a line each under its row.
   if (record.verify && !record.verify->passed) {
     for (const std::string& line : record.verify->diagnosis) fmt::print(out_, "    why: {}\n", line);
+  }
+  // The first contended record says what "busy" means and why, once: a loaded machine marks most rows.
+  if (record.time && record.time->contended && !busy_explained_) {
+    fmt::print(out_, "    {}\n", kBusyLegend);
+    for (const std::string& line : record.time->contended->evidence) fmt::print(out_, "    busy: {}\n", line);
+    busy_explained_ = true;
   }
   out_.flush();
 }

@@ -91,7 +91,8 @@ void write_markdown(const std::string& path, const std::vector<Record>& records)
 std::vector<std::string> csv_header();
 std::vector<std::string> csv_row(const Record& record);
 
-// The terminal table: a header once, then one line per record as it finishes.
+// The terminal table: a header once, then one line per record as it finishes; a contended record's median
+// reads "busy 7.998 ms", and the first one is followed by kBusyLegend and its evidence.
 class TableWriter {
  public:
   explicit TableWriter(std::ostream& out) : out_(out) {}
@@ -100,7 +101,13 @@ class TableWriter {
  private:
   std::ostream& out_;
   bool header_written_ = false;
+  bool busy_explained_ = false;
 };
+
+// What "busy" before a median means, in the table and under the Markdown document.
+inline constexpr const char* kBusyLegend =
+    "busy: the machine was busy while the samples were taken (time_s.contended has the evidence): the time is "
+    "partly the scheduler's, not the kernel's; rerun when the machine is quiet";
 
 std::string format_seconds(double seconds);  // "12.3 ms"
 
