@@ -90,7 +90,12 @@ void compare_processes(std::vector<ProcessRun> base_runs, std::vector<ProcessRun
     time.high = interval.high;
   }
   bool significant = false;
-  double noise = std::max(relative_iqr(base_medians), relative_iqr(new_medians));
+  // The noise a change must exceed is the spread of the estimate, not of one process: the processes' relative
+  // interquartile range over the square root of how many there are (with n rounds a change smaller than one
+  // process's spread can be real, and the test says whether it is; it still keeps a change inside the spread
+  // of a history, or of a few processes, from counting).
+  auto spread = [](const std::vector<double>& values) { return relative_iqr(values) / std::sqrt(double(values.size())); };
+  double noise = std::max(spread(base_medians), spread(new_medians));
   if (settings.paired) {
     // The rounds both sides have (and were quiet in): log-ratios of the two processes of each round.
     std::map<int, double> base_by_round;
@@ -106,9 +111,17 @@ void compare_processes(std::vector<ProcessRun> base_runs, std::vector<ProcessRun
     time.test = TimeTest::signed_rank;
     if (!ratios.empty()) {
       time.ratio = median(ratios);
+      if (ratios.size() >= 2) {
+        // The interval of the rounds' median ratio: the bootstrap over rounds (against a BASE of ones, whose
+        // resampled median is 1).
+        const RatioInterval interval = median_ratio_interval(std::vector<double>(ratios.size(), 1.0), ratios,
+                                                             1 - settings.alpha, kBootstrapResamples);
+        time.low = interval.low;
+        time.high = interval.high;
+      }
       time.p = wilcoxon_signed_rank(log_new, log_base).p;
       significant = *time.p < settings.alpha;
-      noise = relative_iqr(ratios);
+      noise = spread(ratios);
     }
   } else if (new_medians.size() == 1 && base_medians.size() >= 2) {
     // One NEW process against BASE's history: no test across NEW's processes is possible; it counts when it

@@ -46,8 +46,12 @@ std::vector<Record> pool_rounds(const std::vector<std::vector<Record>>& rounds);
 std::string round_path(const std::string& directory, int round, int count);
 std::string round_log_path(const std::string& directory, int round, int count);
 
-// One process of a repetition: `argv` (argv[0] the program) with `environment` set, run to its end with
-// `--out OUT --resume` added and its output in `log_path`. `on_record` is called with the records streamed so
+// Seconds a round process spends measuring the host's rates (FAPROBE_CALIBRATION_SECONDS, unless set).
+inline constexpr double kRoundCalibrationSeconds = 0.2;
+
+// One process of a repetition: `argv` (argv[0] the program) with `environment` set (and
+// FAPROBE_CALIBRATION_SECONDS=kRoundCalibrationSeconds where neither it nor this process sets it), run to its
+// end with `--out OUT --resume` added and its output in `log_path`. `on_record` is called with the records streamed so
 // far as they appear (for progress). Ctrl-C is passed on once (the process stops between pairs).
 struct RoundProcess {
   std::vector<std::string> argv;
