@@ -34,21 +34,30 @@ std::size_t count_of(const std::string& text, const std::string& word) {
 // The odd shapes the issue asks every plugin case to pass: GQA, causal with seq_q != seq_k, seq 1, head_dim 80.
 const char* kOddShapes = " --seq 1,17,100 --seq-q 1,33 --heads 8 --kv-heads 2 --head-dim 80 --mask none,causal";
 
-class CliPlugins : public Cli {};
+class CliPlugins : public Cli {
+ protected:
+  // `verify` of `library` as plugin.c_attention over the odd shapes: every record ok with its LSE checked, and
+  // the one plugin listed with that name. Returns the --json document's records.
+  nlohmann::json verified_over_odd_shapes(const std::string& library) const {
+    const Result verify = faprobe("verify --plugin '" + library + "' --impl plugin.c_attention" + kOddShapes +
+                                  " --json v.json");
+    EXPECT_EQ(verify.status, 0) << verify.out << verify.err;
+    const nlohmann::json document = nlohmann::json::parse(read_file(path("v.json")));
+    EXPECT_EQ(document["records"].size(), 3u * 2 * 2);
+    for (const nlohmann::json& record : document["records"]) {
+      EXPECT_EQ(record["status"], "ok") << record.dump();
+      EXPECT_EQ(record["verify"]["lse_checked"], true);
+    }
+    EXPECT_EQ(document["plugins"].size(), 1u);
+    EXPECT_EQ(document["plugins"][0]["implementations"], nlohmann::json::array({"plugin.c_attention"}));
+    return document["records"];
+  }
+};
 
 TEST_F(CliPlugins, VerifyPassesTheExampleOverOddShapesInIsolatedChildren) {
-  const Result verify = faprobe("verify --plugin '" + kCAttention + "' --impl plugin.c_attention" + kOddShapes +
-                                " --json v.json");
-  EXPECT_EQ(verify.status, 0) << verify.out << verify.err;
-  const nlohmann::json document = nlohmann::json::parse(read_file(path("v.json")));
-  ASSERT_EQ(document["records"].size(), 3u * 2 * 2);
-  for (const nlohmann::json& record : document["records"]) {
-    EXPECT_EQ(record["status"], "ok") << record.dump();
-    EXPECT_EQ(record["verify"]["lse_checked"], true);
+  for (const nlohmann::json& record : verified_over_odd_shapes(kCAttention)) {
     EXPECT_EQ(record["details"]["isolated"], true);  // plugins run in a child by default
   }
-  ASSERT_EQ(document["plugins"].size(), 1u);
-  EXPECT_EQ(document["plugins"][0]["implementations"], nlohmann::json::array({"plugin.c_attention"}));
 }
 
 TEST_F(CliPlugins, VerifyCatchesTheOffByOneCausalMask) {
@@ -64,18 +73,9 @@ TEST_F(CliPlugins, VerifyCatchesTheOffByOneCausalMask) {
 // (ab loads both under one name), and as correct over the odd shapes.
 TEST_F(CliPlugins, ThePlantedSlowdownVerifiesUnderTheBaseName) {
   const std::string slow = kExamples + "/slow/libfaprobe_example_c_attention_slow.so";
-  const Result verify = faprobe("verify --plugin '" + slow + "' --impl plugin.c_attention" + kOddShapes +
-                                " --json v.json");
-  EXPECT_EQ(verify.status, 0) << verify.out << verify.err;
-  const nlohmann::json document = nlohmann::json::parse(read_file(path("v.json")));
-  ASSERT_EQ(document["records"].size(), 3u * 2 * 2);
-  for (const nlohmann::json& record : document["records"]) {
-    EXPECT_EQ(record["status"], "ok") << record.dump();
-    EXPECT_EQ(record["verify"]["lse_checked"], true);
+  for (const nlohmann::json& record : verified_over_odd_shapes(slow)) {
     EXPECT_EQ(record["details"]["plugin"], fs::canonical(slow).string());
   }
-  ASSERT_EQ(document["plugins"].size(), 1u);
-  EXPECT_EQ(document["plugins"][0]["implementations"], nlohmann::json::array({"plugin.c_attention"}));
 }
 
 TEST_F(CliPlugins, ACrashingPluginIsAFailedRecordAndTheSweepGoesOn) {

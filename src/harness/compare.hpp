@@ -18,7 +18,18 @@
 //   noise            beyond the threshold, but not significant or within the noise;
 //   same             within the threshold;
 //   untested         a side has no raw samples (records written before faprobe kept them): the ratio is shown,
-//                    nothing is judged.
+//                    nothing is judged;
+//   contended        a side's samples were taken on a busy machine (time_s.contended): shown, never judged.
+// With one process a side (the above), a note says that process-to-process variation is not measured.
+// Processes. When a side's record holds several processes (time_s.runs: sweep --repeat, faprobe ab, or a
+// history of BASE files pooled by read_record_set), the units are the processes' medians, busy processes left
+// out (none left on a side: contended). Paired (settings.paired, faprobe ab: round k of BASE and of NEW ran
+// back to back): ratio = median over the rounds both sides have of NEW / BASE, p = the Wilcoxon signed-rank
+// test on their logarithms, the interval the bootstrap of that median over rounds. Unpaired: ratio = median
+// of NEW's process medians / BASE's, p = the Mann–Whitney U test on them. One NEW process against several
+// BASE processes (a history): significant when it lies outside every BASE process. The noise is the spread of
+// the estimate: the relative IQR of the rounds' ratios (paired) or the larger of the two sides' process
+// medians' (unpaired), over the square root of their number. The verdict rule is the same as above.
 // A pair without a time on both sides is counted as "not timed"; the verdicts and it add up to the pairs.
 // Times are read as input (record.hpp): a median that is not a positive number of seconds, a negative,
 // infinite or subnormal sample, never reaches a ratio.

@@ -146,14 +146,8 @@ RunSummary run_on_devices(const Plan& plan, const RunOptions& options, std::vect
   fs::create_directories(directory, error);
   if (error) throw UsageError(fmt::format("--devices: cannot create {}: {}", directory, error.message()));
 
-  RunSummary summary;
   std::set<std::string> done;
-  for (const Record& record : files->resumed) {
-    if (!done.insert(record.key()).second) continue;
-    summary.count(record);
-    summary.records.push_back(record);
-  }
-  summary.resumed = int(summary.records.size());
+  RunSummary summary = resumed_summary(files->resumed, done);
   DocumentRewriter documents(*files, options, summary);
   TableWriter table(table_out);
 

@@ -204,14 +204,8 @@ RunSummary run_repeated(const Plan& plan, const RunOptions& options, const std::
     }
   }
   const std::shared_ptr<RunFiles> files = options.files ? options.files : open_run_files(options);
-  RunSummary summary;
   std::set<std::string> done;
-  for (const Record& record : files->resumed) {
-    if (!done.insert(record.key()).second) continue;
-    summary.count(record);
-    summary.records.push_back(record);
-  }
-  summary.resumed = int(summary.records.size());
+  RunSummary summary = resumed_summary(files->resumed, done);
   DocumentRewriter documents(*files, options, summary);
   const std::size_t total = options.shard ? options.shard->keys.size() : plan.size();
 

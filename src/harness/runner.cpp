@@ -414,6 +414,17 @@ void RunSummary::count(const Record& record) {
   }
 }
 
+RunSummary resumed_summary(const std::vector<Record>& resumed, std::set<std::string>& done) {
+  RunSummary summary;
+  for (const Record& record : resumed) {
+    if (!done.insert(record.key()).second) continue;
+    summary.count(record);  // a resumed failure is still a failure of this run's results
+    summary.records.push_back(record);
+  }
+  summary.resumed = int(summary.records.size());
+  return summary;
+}
+
 int RunSummary::exit_status() const {
   if (!output_error.empty()) return kExitFailed;  // what the run promised to write is not all on disk
   if (interrupted) return kExitInterrupted;
@@ -598,8 +609,6 @@ void DocumentRewriter::rewrite(bool final) {
 
 RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& table_out) {
   const std::shared_ptr<RunFiles> files = options.files ? options.files : open_run_files(options);
-  RunSummary summary;
-  std::set<std::string> done;
   for (const Record& record : files->resumed) {
     // --resume of a shard continues that shard of that plan, never another's records.
     if (options.shard) {
@@ -616,11 +625,9 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
             shard.shard.index, shard.shard.count, shard.fingerprint));
       }
     }
-    if (!done.insert(record.key()).second) continue;
-    summary.count(record);  // a resumed failure is still a failure of this run's results
-    summary.records.push_back(record);
   }
-  summary.resumed = int(summary.records.size());
+  std::set<std::string> done;
+  RunSummary summary = resumed_summary(files->resumed, done);
   JsonlWriter* jsonl = files->jsonl.get();
 
   if (plan.measure.threads > 0) omp_set_num_threads(plan.measure.threads);

@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -119,6 +120,9 @@ struct RunSummary {
   // DESIGN.md: 0, 1 (a check or a case failed, or a document was not written), 130 (interrupted)
   int exit_status() const;
 };
+
+// A run's summary to begin with: the records --out held (--resume), each key once (in `done`), counted.
+RunSummary resumed_summary(const std::vector<Record>& resumed, std::set<std::string>& done);
 
 // Runs one (implementation, case) in this process; never throws for a failing implementation (it becomes a
 // record).
