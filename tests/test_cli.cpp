@@ -211,7 +211,7 @@ TEST_F(Cli, BadInputIsOneLineAndExitStatusTwo) {
       {"run --isolated-child not-a-job", "not a job"},
       {"verify --q q.npy --k k.npy --v v.npy --o o.npy", "--q q.npy"},
       {"", "subcommand"},
-      {"frobnicate --seq 4", "unknown subcommand 'frobnicate' (allowed: list, sweep, verify, run, calibrate, probes, compare, report, merge)"},
+      {"frobnicate --seq 4", "unknown subcommand 'frobnicate' (allowed: list, sweep, verify, run, calibrate, probes, compare, report, merge, ab)"},
       {"calibrate --time nan", "--time: 'nan' is not a number"},
       {"calibrate --time 0", "--time: 0 is outside"},
       {"probes --seed -1", "--seed: -1 is below the minimum 0"},

@@ -70,6 +70,10 @@ void compare_samples(const Record& base, const Record& next, const CompareSettin
 // Several processes on a side: their medians are the units (the top of compare.hpp).
 void compare_processes(std::vector<ProcessRun> base_runs, std::vector<ProcessRun> new_runs,
                        const CompareSettings& settings, TimeComparison& time) {
+  // Which test is the design's (one NEW process against a history, or not), before busy processes are left out.
+  time.test = settings.paired                                  ? TimeTest::signed_rank
+              : new_runs.size() == 1 && base_runs.size() >= 2 ? TimeTest::history
+                                                              : TimeTest::rank_sum;
   const auto quiet = [](const ProcessRun& run) { return run.contended; };
   const std::size_t all = base_runs.size() + new_runs.size();
   base_runs.erase(std::remove_if(base_runs.begin(), base_runs.end(), quiet), base_runs.end());
@@ -96,7 +100,7 @@ void compare_processes(std::vector<ProcessRun> base_runs, std::vector<ProcessRun
   // of a history, or of a few processes, from counting).
   auto spread = [](const std::vector<double>& values) { return relative_iqr(values) / std::sqrt(double(values.size())); };
   double noise = std::max(spread(base_medians), spread(new_medians));
-  if (settings.paired) {
+  if (time.test == TimeTest::signed_rank) {
     // The rounds both sides have (and were quiet in): log-ratios of the two processes of each round.
     std::map<int, double> base_by_round;
     for (const ProcessRun& run : base_runs) base_by_round[run.round] = run.median;
@@ -108,7 +112,6 @@ void compare_processes(std::vector<ProcessRun> base_runs, std::vector<ProcessRun
       log_base.push_back(std::log(it->second));
       ratios.push_back(run.median / it->second);
     }
-    time.test = TimeTest::signed_rank;
     if (!ratios.empty()) {
       time.ratio = median(ratios);
       if (ratios.size() >= 2) {
@@ -123,15 +126,13 @@ void compare_processes(std::vector<ProcessRun> base_runs, std::vector<ProcessRun
       significant = *time.p < settings.alpha;
       noise = spread(ratios);
     }
-  } else if (new_medians.size() == 1 && base_medians.size() >= 2) {
+  } else if (time.test == TimeTest::history) {
     // One NEW process against BASE's history: no test across NEW's processes is possible; it counts when it
     // lies outside every BASE process (and beyond the threshold and the noise, as always).
-    time.test = TimeTest::history;
     time.p = mann_whitney_u(new_medians, base_medians).p;
     const auto [low, high] = std::minmax_element(base_medians.begin(), base_medians.end());
     significant = new_medians[0] > *high || new_medians[0] < *low;
   } else {
-    time.test = TimeTest::rank_sum;
     time.p = mann_whitney_u(new_medians, base_medians).p;
     significant = *time.p < settings.alpha;
   }
