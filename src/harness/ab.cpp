@@ -173,7 +173,8 @@ AbOutcome run_ab(const AbRun& run) {
              run.rounds, order.size(), pairs, run.directory);
   Progress progress(order.size() * pairs);
   for (std::size_t index = 0; index < order.size() && !interrupted(); ++index) {
-    const auto [round, side_index] = order[index];
+    const int round = order[index].first;  // plain names: a lambda below captures them (C++17)
+    const int side_index = order[index].second;
     const AbSide& side = *sides[std::size_t(side_index)];
     const std::string directory = rounds_directory(side);
     const RoundProcess process{side.sweep_command(round_args), side.environment,
