@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "cli/result_documents.hpp"
 #include "harness/ab.hpp"
 #include "harness/compare.hpp"
@@ -78,15 +79,6 @@ std::vector<std::pair<std::string, std::string>> side_environment(const std::vec
   return environment;
 }
 
-std::string default_out_dir() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm local{};
-  localtime_r(&now, &local);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
-  return fmt::format("faprobe-out/ab-{}", stamp);
-}
-
 int run_ab_command(const AbOptions& options, const std::vector<std::string>& sweep_args) {
   // The sweep's own outputs are ab's to choose: each side's records go to --out-dir.
   for (const std::string& argument : sweep_args) {
@@ -106,7 +98,7 @@ int run_ab_command(const AbOptions& options, const std::vector<std::string>& swe
   run.sweep_args = sweep_args;
   run.rounds = int(parse_integer(options.repeat, "--repeat", 1, kMaxRepeat));
   run.resume = options.resume;
-  run.directory = options.out_dir.empty() ? default_out_dir() : options.out_dir;
+  run.directory = options.out_dir.empty() ? "faprobe-out/ab-" + local_time_stamp() : options.out_dir;
   CompareSettings settings;
   settings.threshold_percent = parse_number(options.threshold, "--threshold", 0, 1000);
   settings.alpha = parse_number(options.alpha, "--alpha", 1e-12, 0.5);

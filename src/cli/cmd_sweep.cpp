@@ -44,18 +44,13 @@ void print_plan(const Plan& plan, const SettingsOptions& settings) {
 }
 
 std::string default_out_path() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm local{};
-  localtime_r(&now, &local);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
   std::error_code error;
   std::filesystem::create_directories("faprobe-out", error);
   if (error) {
     throw UsageError(fmt::format("cannot create faprobe-out/ for the default --out ({}); give --out FILE",
                                  error.message()));
   }
-  return fmt::format("faprobe-out/sweep-{}.jsonl", stamp);
+  return fmt::format("faprobe-out/sweep-{}.jsonl", local_time_stamp());
 }
 
 int run_sweep(SweepOptions& options) {

@@ -256,6 +256,15 @@ void narrow_to_this_machine(Plan& plan, bool verify) {
                    plan.impls.end());
 }
 
+std::string local_time_stamp() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
+  return stamp;
+}
+
 std::string utc_time_now() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm utc{};

@@ -61,7 +61,8 @@ void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& o
 SettingsSource settings_source(const SettingsOptions& settings, const char* default_config,
                                const char* default_config_name);
 
-std::string utc_time_now();  // "2026-12-02T05:56:50Z", the --json header's time
+std::string utc_time_now();
+std::string local_time_stamp();  // "20261207-044608", for default output names (faprobe-out/sweep-<stamp>.jsonl)  // "2026-12-02T05:56:50Z", the --json header's time
 
 // The --json header: schema, version, git revision, command line, time, host, devices, rates.
 nlohmann::json run_metadata(const nlohmann::json& rates);
