@@ -660,7 +660,10 @@ class Plotter:
         written in: unit = (scale, name), ticks show value / scale."""
         ticker = self.ticker
         axes = list(panels.values())
-        x_values = sorted(set(x_values))
+        # Every length a record names but for unsupported ones, so that the figures of one mode share an x range
+        # and a length skipped everywhere shows as a gap (its reason in the footer).
+        tried = [r["case"].get(self.x_axis) for r in self.unique if r["status"] != "unsupported"]
+        x_values = sorted(set(x_values) | ({x for x in tried if isinstance(x, int) and x > 0} if x_values else set()))
         scale, unit_name = unit
         y_label = f"{y_label} ({unit_name})" if unit_name else y_label
         self.note = note or ""
@@ -751,7 +754,7 @@ class Plotter:
         detail = "; ".join(t for t in ("measured", spread) if t)
         for ax in panels.values():
             if low:
-                ax.axhspan(low, high, color="tab:red", alpha=0.10, linewidth=0, zorder=0.5)
+                ax.axhspan(low, high, color="tab:red", alpha=0.12, linewidth=0, zorder=0.5)
             if value:
                 ax.axhline(value, color="tab:red", linestyle=":", linewidth=1.1, zorder=1)
             ax.text(0.01, value or high, f" {text}", transform=ax.get_yaxis_transform(), fontsize=7.5,
@@ -761,7 +764,7 @@ class Plotter:
         if low:
             from matplotlib.patches import Patch
 
-            handle = (Patch(color="tab:red", alpha=0.10, linewidth=0), handle)
+            handle = (Patch(color="tab:red", alpha=0.25, linewidth=0), handle)
         self.ceiling_handles.append((handle, f"{text}\n({detail})\n{context}"))
         self.info["ceilings"].append({"text": text, "detail": detail, "context": context, "value": value,
                                       "low": low, "high": high, "threads": threads or None})
@@ -777,6 +780,14 @@ class Plotter:
         if self.note:
             lines.append(self.note)
         lines.append(self.provenance)
+        # Points whose samples were taken while the machine was busy (faprobe's time_s.contended): drawn, but
+        # their times are partly the scheduler's (peak memory is not a time: not said there).
+        busy = [r for r in self.unique if id(r) in self.drawn and (r.get("time_s") or {}).get("contended")
+                and self.info["kind"] != "memory"]
+        if busy:
+            impls = ", ".join(dict.fromkeys(r["impl"] for r in busy))
+            lines.append(f"measured while the machine was busy (time_s.contended): {len(busy)} of {len(self.drawn)} "
+                         f"points ({impls}); their times are partly the scheduler's")
         left_out = self.not_plotted_text(entries)
         if left_out:
             lines.append("not measured or not plotted:")
@@ -792,7 +803,8 @@ class Plotter:
             return [t.get_text() for t in ax.get_yticklabels() if t.get_text() and low <= t.get_position()[1] <= high]
 
         axes = [ax for ax in fig.axes if ax.get_visible()]
-        self.described.append(dict(self.info, file=os.path.basename(path), footer=lines, not_plotted=entries, axes=[{
+        self.described.append(dict(self.info, file=os.path.basename(path), footer=lines, not_plotted=entries,
+                                   busy_points=len(busy), axes=[{
             "title": ax.get_title(), "x_label": ax.get_xlabel(), "y_label": ax.get_ylabel(),
             "x_scale": ax.get_xscale(), "y_scale": ax.get_yscale(), "y_limits": list(ax.get_ylim()),
             "y_ticks": ticks(ax)} for ax in axes]))
