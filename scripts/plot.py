@@ -10,7 +10,8 @@ records). The PNGs are written to DIR (default: the directory of the first RESUL
 NAME + time.png and NAME + gflops.png (default NAME: the file name of the first RESULTS without its
 extension, plus "-": results/h200.json -> results/h200-memory.png). When the records hold both modes,
 prefill and decode get figures of their own, the mode ending the name: NAME + memory-prefill.png, NAME +
-memory-decode.png, and so on. Each file written is named on standard output. --plots chooses among memory,
+memory-decode.png, and so on (a mode whose records are all unsupported gets no figures; stderr says so).
+Each file written is named on standard output. --plots chooses among memory,
 time, gflops (the default three), tflops and gbps.
 
   memory  peak memory vs seq_k, log-log, one line per implementation: measured peak for cases that
@@ -48,13 +49,14 @@ output ("NAME-gflops.png: fp32 GEMM ceiling 311 GFLOP/s, 1 thread (range 290–3
 
 Every implementation has its own colour, marker and line style, the same in every figure of one run of the
 script (thick lines and big markers under thin ones and small ones, so that lines with equal values stay
-visible; the legend names a line that lies on another: "cpu.tiled (≈ cpu.decode)"). When records span
+visible; the legend names a line that lies on another: "cpu.tiled (≈ cpu.naive)"). When records span
 several shapes (batch, heads, head_dim, dtype, mask, ... differ), each shape gets its own line with a
 compact label (marker fill telling shapes apart), or its own panel when there would be too many lines.
 When batch · seq is constant along lines (a fixed token count, as in configs/h200-quick.json), lines are
 keyed by tokens. Each figure's footer gives the source file, faprobe's version and the run's time, and
 lists what the figure does not draw and why: skipped, unsupported and failed pairs (implementations, the
-lengths, and the record's reason), summarised.
+lengths, and the record's reason), summarised; and how many of its timed points were measured while the
+machine was busy (time_s.contended).
 
 --describe FILE writes what each figure drew as JSON, read back from the figures: per file its kind, mode,
 title, axes (labels, scales, limits, tick labels), series (implementation, colour, marker, line style),
@@ -1204,7 +1206,14 @@ def main(argv=None):
     # orders of magnitude.
     styles = implementation_styles(r["impl"] for r in records)
     described = []
+    # A mode whose every record is unsupported (cpu.decode's prefill cases) has nothing to draw: no figures.
     modes = list(dict.fromkeys(mode_of(r) for r in records))
+    for mode in list(modes):
+        group = [r for r in records if mode_of(r) == mode]
+        if len(modes) > 1 and all(r["status"] == "unsupported" for r in group):
+            modes.remove(mode)
+            impls = ", ".join(dict.fromkeys(r["impl"] for r in group))
+            print(f"plot.py: no {mode} figures: every {mode} record is unsupported ({impls})", file=sys.stderr)
     by_mode = {}
     figures = []  # (file name without prefix, plotter, method)
     for name in plots:

@@ -95,6 +95,20 @@ TEST_F(CliPlot, PrefillAndDecodeAreFiguresOfTheirOwn) {
   EXPECT_EQ(figures.at("gflops-prefill.png").at("ceilings").size(), 1u);
   EXPECT_TRUE(figures.at("gflops-decode.png").at("ceilings").empty());
   EXPECT_NE(footer(figures.at("gflops-decode.png")).find("copy bandwidth"), std::string::npos);
+
+  // cpu.decode alone: its prefill records are all unsupported, so there is one mode to draw, named as before.
+  json decode_only = document("run.json");
+  json records = json::array();
+  for (const json& record : decode_only.at("records"))
+    if (record.at("impl") == "cpu.decode") records.push_back(record);
+  decode_only["records"] = records;
+  write("only.json", decode_only.dump());
+  const Result only = plot("only.json --plots memory");
+  ASSERT_EQ(only.status, 0) << only.err;
+  EXPECT_TRUE(fs::exists(path("only-memory.png")));
+  EXPECT_FALSE(fs::exists(path("only-memory-prefill.png")));
+  EXPECT_NE(only.err.find("no prefill figures: every prefill record is unsupported (cpu.decode)"), std::string::npos)
+      << only.err;
 }
 
 TEST_F(CliPlot, EveryImplementationHasOneStyleOfItsOwnInEveryFigure) {
