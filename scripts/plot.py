@@ -429,13 +429,19 @@ def fmt_tick(value):
 
 
 def pick_unit(values, units):
-    """The (scale, name) of `units` (largest first) for the middle of `values` on a log scale: peak memory
-    from 0.5 MB to 22 GB reads in MB (1 to 10,000), not in bytes."""
+    """The (scale, name) of `units` (largest first) whose ticks read best: as few decades below 0.1 and above
+    10,000 as can be, the larger unit on a tie. Peak memory from 0.5 MB to 22 GB reads in MB (1 to 10,000),
+    from 270 MB to 137 GB in GB (0.2 to 200); decode times from 10 µs to 2 ms in µs."""
     positive = [v for v in values if v > 0]
     if not positive:
         return units[-1]
-    middle = math.exp(sum(math.log(v) for v in positive) / len(positive))
-    return next((unit for unit in units if middle >= unit[0]), units[-1])
+    low, high = min(positive), max(positive)
+
+    def decades_out(unit):
+        scale = unit[0]
+        return max(0.0, math.log10(0.1 * scale / low)) + max(0.0, math.log10(high / scale / 1e4))
+
+    return min(units, key=decades_out)  # min keeps the first (largest) of equals
 
 
 BYTE_UNITS = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "bytes"))
