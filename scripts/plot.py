@@ -1,43 +1,66 @@
 #!/usr/bin/python3
 """Plot a faprobe sweep: peak memory, median time and GFLOP/s against sequence length.
 
-Usage: scripts/plot.py RESULTS [RESULTS ...] [--out-dir DIR] [--prefix NAME] [--plots LIST]
+Usage: scripts/plot.py RESULTS [RESULTS ...] [--out-dir DIR] [--prefix NAME] [--plots LIST] [--describe FILE]
 
 RESULTS is a `faprobe sweep --json FILE` document (records plus the run's metadata: host, devices,
-command, version, time) or an `--out FILE.jsonl` file (one record per line, schema "faprobe/1"); several
-are drawn together (faprobe's records beside a peer's, such as scripts/peers_torch.py's torch.* records).
-The PNGs are written to DIR (default: the directory of the first RESULTS), named NAME + memory.png,
+command, version, time, rates) or an `--out FILE.jsonl` file (one record per line, schema "faprobe/1");
+several are drawn together (faprobe's records beside a peer's, such as scripts/peers_torch.py's torch.*
+records). The PNGs are written to DIR (default: the directory of the first RESULTS), named NAME + memory.png,
 NAME + time.png and NAME + gflops.png (default NAME: the file name of the first RESULTS without its
-extension, plus "-": results/h200.json -> results/h200-memory.png). --plots chooses among memory, time,
-gflops (the default three), tflops and gbps.
+extension, plus "-": results/h200.json -> results/h200-memory.png). When the records hold both modes,
+prefill and decode get figures of their own, the mode ending the name: NAME + memory-prefill.png, NAME +
+memory-decode.png, and so on (a mode whose records are all unsupported gets no figures; stderr says so).
+Each file written is named on standard output. --plots chooses among memory,
+time, gflops (the default three), tflops and gbps.
 
   memory  peak memory vs seq_k, log-log, one line per implementation: measured peak for cases that
-          ran, the predicted peak of skipped cases as hollow markers on a dashed line, and O(S), O(S^2)
-          guide slopes anchored at the first measured point.
-  time    median time vs seq, log-log, error bars from the first to the third quartile.
-  gflops  GFLOP/s vs seq, log x (log y too when implementations differ by more than 100x); with CPU
-          records, the host's fp32 GEMM ceiling that faprobe measured for the run (the --json document's
-          rates.fp32_gemm_gflops) as a labelled dotted line, so a reader sees how close each kernel is.
-  tflops  TFLOP/s vs seq, one figure per (dtype, head_dim, mask): NAME + tflops-bf16-d128-causal.png;
-          peers' lines (implementations not named cpu.*, cuda.* or emu.*) dashed.
+          ran, the predicted peak of skipped cases faded, and O(S), O(S^2) guide slopes anchored at the
+          first measured point; the axis in one unit (MB, GB, ...) that its ticks are written in.
+  time    median time vs seq, log-log, in one unit (s, ms, µs), error bars from the first to the third
+          quartile; the predicted time of skipped cases faded.
+  gflops  GFLOP/s vs seq, log x (log y too when the records' rates differ by more than 100x: decided on
+          the records alone, so a --json document and its JSONL records get the same scale); on prefill
+          figures of CPU records, the host's fp32 GEMM rate that faprobe measured for the run (the --json
+          document's rates.fp32_gemm_gflops) as a labelled dotted line, so a reader sees how close each
+          kernel is.
+  tflops  TFLOP/s vs seq, one figure per (dtype, head_dim, mask): NAME + tflops-bf16-d128-causal.png
+          (+ -prefill, -decode when the records hold both modes); peers' lines (implementations not named
+          cpu.*, cuda.* or emu.*) dashed.
   gbps    decode only (mode decode, equal key lengths): GB/s (minimum bytes / median time) vs seq_k, one
           figure per (dtype, head_dim, heads, kv_heads, batch) with two or more key lengths, NAME +
           gbps-bf16-d128-h32kv8-b1.png, and vs batch per (..., seq_k) with two or more batches, NAME +
           gbps-bf16-d128-h32kv8-s4k-by-batch.png; one line per implementation × page size (contiguous or
-          paged), peers dashed, and the device's copy bandwidth as a dotted line (the --json document's
-          rates.gpu.copy_gbytes_per_s, else gbytes_per_s / bandwidth_fraction of the records); with CPU
-          records the host's (rates.memory_gbytes_per_s, else the same quotient over cpu.* records).
-Each ceiling line drawn is also named on standard output ("NAME: fp32 GEMM ceiling 311 GFLOP/s").
+          paged; page sizes differ by marker fill), peers dashed, and the device's copy bandwidth as a
+          dotted line (the --json document's rates.gpu.copy_gbytes_per_s, else gbytes_per_s /
+          bandwidth_fraction of the records); with CPU records the host's (rates.memory_gbytes_per_s, else
+          the same quotient over cpu.* records). Points above it read data that stayed in cache; the
+          legend says so.
   samples one case's raw samples (time_s.samples_s), NAME + samples.png: the run order (sample index vs
           seconds: drift, warm-up, throttling show as trends and steps) beside a histogram of the same
           samples, one colour per record — the case as BASE and NEW of `faprobe compare`, when both files
           are given. --select FIELD=VALUE,... chooses the case (impl and case fields: impl=cpu.tiled,
           seq_k=4096,dtype=bf16); every record it matches is drawn, and it must match at least one with
           raw samples.
+A measured ceiling is a band from low to high when the --json document's rates give its spread over the
+calibration's repetitions (fp32_gemm_gflops_range, memory_gbytes_per_s_range, gpu.copy_gbytes_per_s_range:
+[low, high]), labelled with rates.threads when present. Each ceiling drawn is also named on standard
+output ("NAME-gflops.png: fp32 GEMM ceiling 311 GFLOP/s, 1 thread (range 290–320 over its repetitions)").
 
-When records span several shapes (batch, heads, head_dim, dtype, mask, mode, ... differ), each shape gets
-its own line with a compact label, or its own panel when there would be too many lines. When batch · seq
-is constant along lines (a fixed token count, as in configs/h200-quick.json), lines are keyed by tokens.
+Every implementation has its own colour, marker and line style, the same in every figure of one run of the
+script (thick lines and big markers under thin ones and small ones, so that lines with equal values stay
+visible; the legend names a line that lies on another: "cpu.tiled (≈ cpu.naive)"). When records span
+several shapes (batch, heads, head_dim, dtype, mask, ... differ), each shape gets its own line with a
+compact label (marker fill telling shapes apart), or its own panel when there would be too many lines.
+When batch · seq is constant along lines (a fixed token count, as in configs/h200-quick.json), lines are
+keyed by tokens. Each figure's footer gives the source file, faprobe's version and the run's time, and
+lists what the figure does not draw and why: skipped, unsupported and failed pairs (implementations, the
+lengths, and the record's reason), summarised; and how many of its timed points were measured while the
+machine was busy (time_s.contended).
+
+--describe FILE writes what each figure drew as JSON, read back from the figures: per file its kind, mode,
+title, axes (labels, scales, limits, tick labels), series (implementation, colour, marker, line style),
+ceilings, footer lines and the pairs not plotted; and the style of each implementation.
 
 Needs Python 3 with matplotlib and numpy only; on Debian: apt-get install python3-matplotlib
 python3-numpy, and run it with the system interpreter (/usr/bin/python3 scripts/plot.py ...) if the
@@ -49,6 +72,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 
 SCHEMA = "faprobe/1"
@@ -344,30 +368,123 @@ def build_series(records, x_axis=None):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Drawing
+# ---------------------------------------------------------------------------------------------------------
+# Styles: one per implementation, the same in every figure a run of this script writes
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+# matplotlib's tab10 then Dark2, written out so that styles need no matplotlib.
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
+# (name, dash pattern, marker size, line width) for faprobe's own implementations, in turn: thick lines and
+# big markers drawn first, thin ones on top, so that lines with the same values (cpu.decode's and
+# cpu.tiled's decode memory) show as a thick line with a thinner one on it, markers as concentric shapes.
+WEIGHTS = (("solid", "-", 9.0, 2.8), ("dashdot", "-.", 7.5, 2.2), ("dotted", ":", 6.0, 2.0),
+           ("dashdotdotted", (0, (5, 1.5, 1, 1.5, 1, 1.5)), 4.5, 1.6))
+PEER_LINE = ("dashed", "--")  # other programs' records (peers_torch.py's torch.*), whatever their weight
+# Fill styles tell shapes apart when one panel holds several shapes of an implementation.
+FILLS = ("full", "none", "left", "bottom", "right", "top")
+SAME_VALUES = 0.02  # lines within 2 % of each other at every common x are named as lying on each other
+
+
+def implementation_styles(impls):
+    """impl -> {color, marker, linestyle (its name), dashes, markersize, linewidth, zorder}: distinct colour,
+    marker and line style per implementation, in the order the records first name them (a sweep's own order:
+    cpu.naive, cpu.tiled, then the decode ones), peers dashed."""
+    styles = {}
+    for index, impl in enumerate(dict.fromkeys(impls)):
+        name, dashes, size, width = WEIGHTS[index % len(WEIGHTS)]
+        if is_peer(impl):
+            name, dashes = PEER_LINE
+        styles[impl] = {"color": PALETTE[index % len(PALETTE)], "marker": MARKERS[index % len(MARKERS)],
+                        "linestyle": name, "dashes": dashes, "markersize": size, "linewidth": width,
+                        "zorder": 3 + 0.1 * (index % len(WEIGHTS))}
+    return styles
+
+
+def limit_of(mapping, key):
+    """(value, low, high) of a measured limit: mapping[key] and its spread mapping[key + '_range'] = [low, high]
+    (each None when absent or malformed)."""
+    value = number(mapping, key)
+    spread = mapping.get(key + "_range") if isinstance(mapping, dict) else None
+    low = high = None
+    if isinstance(spread, list) and len(spread) == 2 and all(number({"v": v}, "v") for v in spread):
+        low, high = sorted(float(v) for v in spread)
+        if low <= 0:
+            low = high = None
+    return value, low, high
+
+
+def threads_text(rates):
+    threads = rates.get("threads") if isinstance(rates, dict) else None
+    if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0:
+        return f"{threads} thread" + ("" if threads == 1 else "s")
+    return ""
+
+
+def fmt_tick(value):
+    """A tick in the axis label's unit: 0.01, 0.5, 2, 15, 1,000, 20,000."""
+    if value >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def pick_unit(values, units):
+    """The (scale, name) of `units` (largest first) whose ticks read best: as few decades below 0.1 and above
+    10,000 as can be, the larger unit on a tie. Peak memory from 0.5 MB to 22 GB reads in MB (1 to 10,000),
+    from 270 MB to 137 GB in GB (0.2 to 200); decode times from 10 µs to 2 ms in µs."""
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return units[-1]
+    low, high = min(positive), max(positive)
+
+    def decades_out(unit):
+        scale = unit[0]
+        return max(0.0, math.log10(0.1 * scale / low)) + max(0.0, math.log10(high / scale / 1e4))
+
+    return min(units, key=decades_out)  # min keeps the first (largest) of equals
+
+
+BYTE_UNITS = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "bytes"))
+SECOND_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Drawing
 
 
 class Plotter:
-    def __init__(self, plt, ticker, line2d, records, metadata, source, x_axis=None, facet=None):
-        """x_axis: as build_series; facet: one panel per shape (True), one panel (False), or by line count."""
+    def __init__(self, plt, ticker, line2d, records, metadata, source, styles, described, x_axis=None,
+                 facet=None, mode=None):
+        """x_axis: as build_series; facet: one panel per shape (True), one panel (False), or by line count;
+        mode: the mode every record has (prefill, decode), named in the titles; described: where each figure
+        saved appends what it drew (--describe)."""
         self.plt, self.ticker, self.Line2D = plt, ticker, line2d
         self.metadata = metadata
         self.records = records
+        self.styles = styles
+        self.described = described
+        self.mode = mode
         self.series, self.x_axis, self.varying = build_series(records, x_axis)
+        latest = {}
+        for record in records:
+            latest[(record["impl"], json.dumps(record["case"], sort_keys=True))] = record
+        self.unique = list(latest.values())
+        self.superseded = len(records) - len(latest)
         self.impls = sorted({s.impl for s in self.series})
         self.shapes = list(dict.fromkeys(s.identity for s in sorted(self.series, key=lambda s: s.order)))
+        # Lines in the order of the styles (the thick ones first, so that a thin line lying on one is named as
+        # lying on it), shapes in the order the sweep ran them.
+        order = list(styles)
+        self.series.sort(key=lambda s: (order.index(s.impl), self.shapes.index(s.identity)))
         # Panels: one per shape when one axes would hold too many lines, else one panel.
         self.facet = len(self.shapes) > 1 and len(self.impls) * len(self.shapes) > 8 if facet is None else facet
-        palette = plt.get_cmap("tab10").colors + plt.get_cmap("Dark2").colors
-        color_keys = self.impls if len(self.impls) > 1 or self.facet else self.shapes
-        self.colors = {key: palette[i % len(palette)] for i, key in enumerate(color_keys)}
         self.machine = describe_machine(metadata, records)
         all_names = {name for s in self.series for name, _ in s.identity}
         constant = all_names - self.varying - {"seed"}
         if all(dict(s.identity).get("seq_q") == SAME for s in self.series):
             constant.discard("seq_q")  # the x label says seq_q = seq_k
+        if mode:
+            constant.discard("mode")  # the title says it
         self.constant_text = " · ".join(axis_parts(self.series[0].identity, constant)) if self.series else ""
 
         if self.x_axis == "seq_k":
@@ -377,32 +494,36 @@ class Plotter:
             self.x_label = "batch"
         else:
             self.x_label = "query length S = seq_q"
+        if self.x_axis != "batch":
+            self.x_label += " (k = 1024)"
+        self.x_name = self.x_label.split(" S = ")[0]
 
-        footer = [os.path.basename(source)]
+        provenance = [os.path.basename(source)]
         if metadata.get("version"):
             revision = metadata.get("git_revision")
             known = revision not in (None, "", "unknown")
-            footer.append(f"faprobe {metadata['version']}" + (f" ({revision})" if known else ""))
+            provenance.append(f"faprobe {metadata['version']}" + (f" ({revision})" if known else ""))
         if metadata.get("time"):
-            footer.append(str(metadata["time"]))
-        counts = {}
-        for record in records:
-            if record["status"] in ("unsupported", "failed"):
-                counts[record["status"]] = counts.get(record["status"], 0) + 1
-        if counts:
-            footer.append("not plotted: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
-        self.footer = " · ".join(footer)
+            provenance.append(str(metadata["time"]))
+        self.provenance = " · ".join(provenance)
 
     # -- figure scaffolding ------------------------------------------------------------------------------
 
     def style(self, line):
-        if len(self.impls) > 1 or self.facet:
-            color = self.colors[line.impl]
-            marker = "o" if self.facet else MARKERS[self.shapes.index(line.identity) % len(MARKERS)]
-        else:
-            color = self.colors[line.identity]
-            marker = "o"
-        return color, marker
+        """matplotlib keywords for a series: its implementation's colour, marker and line style; several
+        shapes of one implementation in one panel differ by marker fill (by colour and marker when the figure
+        has a single implementation)."""
+        style = self.styles[line.impl]
+        kwargs = {"color": style["color"], "marker": style["marker"], "linestyle": style["dashes"],
+                  "markersize": style["markersize"], "linewidth": style["linewidth"], "zorder": style["zorder"]}
+        if not self.facet and len(self.shapes) > 1:
+            shape = self.shapes.index(line.identity)
+            if len(self.impls) == 1:
+                kwargs["color"] = PALETTE[shape % len(PALETTE)]
+                kwargs["marker"] = MARKERS[shape % len(MARKERS)]
+            else:
+                kwargs["fillstyle"] = FILLS[shape % len(FILLS)]
+        return kwargs
 
     def label(self, line):
         if self.facet:
@@ -410,7 +531,7 @@ class Plotter:
         shape = " ".join(axis_parts(line.identity, self.varying))
         return f"{line.impl} · {shape}" if shape else line.impl
 
-    def figure(self, title):
+    def figure(self, kind, title):
         plt = self.plt
         panels = self.shapes if self.facet else [None]
         if self.facet:
@@ -427,21 +548,133 @@ class Plotter:
         else:
             fig, ax = plt.subplots(figsize=(10, 5.8), layout="constrained")
             axes = [ax]
-        heading = [f"faprobe: {title}"]
+        heading = [f"faprobe: {self.mode + ' · ' if self.mode else ''}{title}"]
         detail = " · ".join(t for t in (self.machine, self.constant_text) if t)
         if detail:
             heading.append(detail)
         fig.suptitle("\n".join(heading), fontsize=11)
-        fig.text(0.0, -0.01, self.footer, fontsize=7, color="0.45", ha="left", va="top")
+        # What this figure draws, for the footer and --describe: records drawn (measured or predicted),
+        # series (label, implementation, style), ceilings, the note.
+        self.drawn, self.predicted = set(), set()
+        self.info = {"kind": kind, "mode": self.mode, "title": heading[0], "subtitle": detail, "series": [],
+                     "ceilings": []}
+        self.limits = []  # ceilings: in the y range, not in the choice of scale
+        self.ceiling_handles = []  # (legend handle, label) of each ceiling drawn
+        self.on_panel = {}  # panel -> [(impl, {x: y})] drawn so far, to name lines that lie on others
+        self.note = ""
         return fig, dict(zip(panels, axes))
 
     def panel_of(self, panels, line):
         return panels[line.identity] if self.facet else panels[None]
 
-    def finish(self, fig, panels, y_label, y_values, x_values, y_format, log_y=True, note=None, extra_handles=()):
+    def draw_series(self, ax, line, points, draw, **extra):
+        """Draws a series' measured points with draw(xs, ys, **style) (ax.plot, ax.errorbar), labelled (and
+        named as lying on an earlier line when its values are within 2 % of it at every common x)."""
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        values = dict(zip(xs, ys))
+        label = self.label(line)
+        on = None
+        # (Not in panels: their legend is shared, and a line may lie on another in one panel only.)
+        for other_label, other in [] if self.facet else self.on_panel.get(id(ax), []):
+            common = [x for x in values if x in other]
+            if len(common) == len(values) and len(common) >= 2 and all(
+                    abs(values[x] - other[x]) <= SAME_VALUES * max(values[x], other[x]) for x in common):
+                on = other_label
+                break
+        self.on_panel.setdefault(id(ax), []).append((label, values))
+        kwargs = self.style(line)
+        kwargs.update(extra)
+        legend = label + (f" (≈ {on})" if on else "")
+        draw(xs, ys, label=legend, **kwargs)
+        self.drawn.update(id(p[2]) for p in points)
+        style = self.styles[line.impl]
+        self.info["series"].append({
+            "label": legend, "impl": line.impl, "color": kwargs["color"], "marker": kwargs["marker"],
+            "linestyle": style["linestyle"], "markersize": kwargs["markersize"], "linewidth": kwargs["linewidth"],
+            "fillstyle": kwargs.get("fillstyle", "full"), "points": len(points), "same_values_as": on,
+            "panel": " ".join(axis_parts(line.identity, self.varying)) if self.facet else None})
+
+    def draw_predicted(self, ax, line, measured, predicted):
+        """Predicted values of skipped cases, faded, joined to the last measured point before them."""
+        style = self.style(line)
+        chain = [p for p in measured if p[0] < predicted[0][0]][-1:] + predicted
+        ax.plot([p[0] for p in chain], [p[1] for p in chain], color=style["color"], linestyle=style["linestyle"],
+                linewidth=style["linewidth"] * 0.6, alpha=0.45, zorder=style["zorder"] - 1)
+        ax.plot([p[0] for p in predicted], [p[1] for p in predicted], color=style["color"], marker=style["marker"],
+                markersize=style["markersize"], linestyle="none", alpha=0.35, zorder=style["zorder"] - 1,
+                label=None if measured else self.label(line) + " (predicted only)")
+        self.predicted.update(id(p[2]) for p in predicted)
+
+    def x_text(self, value):
+        return str(value) if self.x_axis == "batch" else fmt_seq(value)
+
+    def not_plotted(self, quantity):
+        """What this figure leaves out, summarised: [{impls, status, count, at (x values), reason, drawn_as}],
+        one entry per (status, reason up to its numbers, x values), implementations with equal ones together."""
+        every_x = sorted({r["case"].get(self.x_axis) for r in self.unique})
+        groups = {}
+        for record in self.unique:
+            status = record["status"]
+            if id(record) in self.drawn:
+                continue
+            drawn_as = "predicted" if id(record) in self.predicted else None
+            reason = str(record.get("reason") or "").strip()
+            if status in MEASURED and not drawn_as:
+                reason = f"no {quantity} in the record"
+            reason = reason or "no reason given"
+            key = (status, re.sub(r"\d+(?:\.\d+)?(?: ?(?:[kMGTP]i?B|B|s|ms|µs|ns)\b)?", "#", reason), drawn_as)
+            groups.setdefault(key, {}).setdefault(record["impl"], []).append(record)
+        entries = []
+        for (status, _, drawn_as), by_impl in groups.items():
+            merged = {}
+            for impl, records in sorted(by_impl.items()):
+                merged.setdefault(tuple(sorted({r["case"].get(self.x_axis) for r in records})), []).append(
+                    (impl, records))
+            for at, members in merged.items():
+                records = sorted((r for _, rs in members for r in rs), key=lambda r: r["case"].get(self.x_axis))
+                reasons = list(dict.fromkeys(str(r.get("reason") or "").strip() for r in records))
+                entries.append({"impls": [impl for impl, _ in members], "status": status, "count": len(records),
+                                "at": list(at), "every": list(at) == every_x and len(at) > 1,
+                                "reason": reasons[0] if status not in MEASURED or drawn_as else
+                                f"no {quantity} in the record", "reasons": len(reasons), "drawn_as": drawn_as})
+        entries.sort(key=lambda e: (STATUSES.index(e["status"]), e["impls"]))
+        return entries
+
+    def not_plotted_text(self, entries):
+        parts = []
+        for entry in entries:
+            at = entry["at"]
+            if entry["every"]:
+                where = "every length" if self.x_axis != "batch" else "every batch"
+            elif len(at) > 6:
+                where = f"{self.x_text(at[0])}–{self.x_text(at[-1])} ({len(at)} values)"
+            else:
+                where = ", ".join(self.x_text(x) for x in at)
+            reason = entry["reason"]
+            if len(reason) > 150:
+                reason = reason[:150].rstrip() + " …"
+            if entry["reasons"] > 1:
+                reason = f"e.g. at {self.x_text(at[0])}: {reason}"
+            drawn = " (drawn faded: the prediction)" if entry["drawn_as"] else ""
+            count = f" ({entry['count']} records)" if len(entry["impls"]) > 1 else ""
+            parts.append(f"{', '.join(entry['impls'])}: {entry['status']} at {where}{count}{drawn} — {reason}")
+        if self.superseded:
+            parts.append(f"{self.superseded} earlier record(s) of a repeated (implementation, case): the last drawn")
+        return parts
+
+    def finish(self, fig, panels, y_label, y_values, x_values, unit=(1.0, ""), y_format=fmt_tick, log_y=True,
+               note=None, extra_handles=()):
+        """Scales, limits, ticks and labels of every panel, and the legend. y_label gets the unit the ticks are
+        written in: unit = (scale, name), ticks show value / scale."""
         ticker = self.ticker
         axes = list(panels.values())
-        x_values = sorted(set(x_values))
+        # Every length a record names but for unsupported ones, so that the figures of one mode share an x range
+        # and a length skipped everywhere shows as a gap (its reason in the footer).
+        tried = [r["case"].get(self.x_axis) for r in self.unique if r["status"] != "unsupported"]
+        x_values = sorted(set(x_values) | ({x for x in tried if isinstance(x, int) and x > 0} if x_values else set()))
+        scale, unit_name = unit
+        y_label = f"{y_label} ({unit_name})" if unit_name else y_label
+        self.note = note or ""
         if not y_values:
             for ax in axes:
                 ax.text(0.5, 0.5, "no records to plot", ha="center", va="center", transform=ax.transAxes,
@@ -459,11 +692,12 @@ class Plotter:
                 powers = [2.0 ** p for p in range(math.floor(math.log2(lo_x)), math.ceil(math.log2(hi_x)) + 1)]
                 ticks = powers[::math.ceil(len(powers) / 10)]
             ax.xaxis.set_major_locator(ticker.FixedLocator(ticks))
-            ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: fmt_seq(v)))
+            ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: self.x_text(v)))
             ax.xaxis.set_minor_locator(ticker.NullLocator())
             ax.grid(True, which="major", color="0.88", linewidth=0.8)
             ax.set_axisbelow(True)
-        lo_y, hi_y = min(y_values), max(y_values)
+        in_view = list(y_values) + self.limits
+        lo_y, hi_y = min(in_view), max(in_view)
         if log_y:
             lo_y, hi_y = lo_y / 1.6, hi_y * 1.6
             decades = math.log10(hi_y / lo_y)
@@ -480,13 +714,13 @@ class Plotter:
                 ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
                 minor = ticker.LogLocator(base=10, subs="all") if decades < 6 else ticker.NullLocator()
                 ax.yaxis.set_minor_locator(minor)
-                ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: y_format(v)))
+                ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: y_format(v / scale)))
                 ax.yaxis.set_minor_formatter(ticker.NullFormatter())
                 ax.grid(True, which="minor", axis="y", color="0.95", linewidth=0.5)
         else:
             for ax in axes:
-                ax.set_ylim(0, hi_y * 1.1)
-                ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: y_format(v)))
+                ax.set_ylim(0, hi_y * 1.12)
+                ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: y_format(v / scale)))
         # Axis labels on the outer panels only: the lowest panel of each column, the first column.
         columns = axes[0].get_subplotspec().get_gridspec().ncols
         for index, ax in enumerate(axes):
@@ -504,24 +738,84 @@ class Plotter:
         for handle in extra_handles:
             handles.append(handle)
             labels.append(handle.get_label())
+        for handle, label in self.ceiling_handles:
+            handles.append(handle)
+            labels.append(label)
         if handles:
             fig.legend(handles, labels, loc="upper left",
                        bbox_to_anchor=(1.0, 0.93), fontsize=8, frameon=False)
-        if note:
-            fig.text(1.0, -0.01, note, fontsize=7, color="0.45", ha="right", va="top")
 
-    def ceiling(self, panels, ys, value, text, path):
-        """A measured limit (a GEMM ceiling, a copy bandwidth) as a labelled dotted line in every panel, in the
-        y range; named on standard output too."""
-        ys.append(value)
+    def ceiling(self, panels, limit, name, unit, path, context):
+        """A measured limit (a GEMM rate, a copy bandwidth): limit = (value, low, high) from limit_of. A
+        dotted line at the value, and a band from low to high when the run recorded the spread over its
+        repetitions; labelled with the thread count when known and `context` (what a point above means).
+        Named on standard output too ("NAME: fp32 GEMM ceiling 98 GFLOP/s")."""
+        value, low, high = limit
+        threads = threads_text(self.metadata.get("rates"))
+        shown = [v for v in (value, low, high) if v]
+        if not shown:
+            return
+        self.limits += shown
+        head = f"{name} {value:.0f} {unit}" if value else f"{name} {low:.0f}–{high:.0f} {unit}"
+        spread = f"range {low:.0f}–{high:.0f} over its repetitions" if low and value else ""
+        text = ", ".join(t for t in (head, threads) if t)
+        detail = "; ".join(t for t in ("measured", spread) if t)
         for ax in panels.values():
-            ax.axhline(value, color="tab:red", linestyle=":", linewidth=1.1)
-            ax.text(0.01, value, f" {text} (measured)", transform=ax.get_yaxis_transform(), fontsize=7.5,
+            if low:
+                ax.axhspan(low, high, color="tab:red", alpha=0.12, linewidth=0, zorder=0.5)
+            if value:
+                ax.axhline(value, color="tab:red", linestyle=":", linewidth=1.1, zorder=1)
+            ax.text(0.01, value or high, f" {text}", transform=ax.get_yaxis_transform(), fontsize=7.5,
                     color="tab:red", va="bottom")
-        print(f"{os.path.basename(path)}: {text}")
+        # In the legend: the line over its band, with what the band is and what a point above it means.
+        handle = self.Line2D([], [], color="tab:red", linestyle=":", linewidth=1.1)
+        if low:
+            from matplotlib.patches import Patch
 
-    def save(self, fig, path):
+            handle = (Patch(color="tab:red", alpha=0.25, linewidth=0), handle)
+        self.ceiling_handles.append((handle, f"{text}\n({detail})\n{context}"))
+        self.info["ceilings"].append({"text": text, "detail": detail, "context": context, "value": value,
+                                      "low": low, "high": high, "threads": threads or None})
+        print(f"{os.path.basename(path)}: {text}" + (f" ({spread})" if spread else ""))
+
+    def save(self, fig, path, quantity):
+        """The footer (the note, where the records come from, what was left out and why), the file, and what
+        the figure holds for --describe."""
+        import textwrap
+
+        entries = self.not_plotted(quantity)
+        lines = []
+        if self.note:
+            lines.append(self.note)
+        lines.append(self.provenance)
+        # Points whose samples were taken while the machine was busy (faprobe's time_s.contended): drawn, but
+        # their times are partly the scheduler's (peak memory is not a time: not said there).
+        busy = [r for r in self.unique if id(r) in self.drawn and (r.get("time_s") or {}).get("contended")
+                and self.info["kind"] != "memory"]
+        if busy:
+            impls = ", ".join(dict.fromkeys(r["impl"] for r in busy))
+            lines.append(f"measured while the machine was busy (time_s.contended): {len(busy)} of {len(self.drawn)} "
+                         f"points ({impls}); their times are partly the scheduler's")
+        left_out = self.not_plotted_text(entries)
+        if left_out:
+            lines.append("not measured or not plotted:")
+            for part in left_out:
+                lines += textwrap.wrap(part, 160, initial_indent="  · ", subsequent_indent="    ")
+        else:
+            lines.append("not plotted: nothing (every record is drawn)")
+        fig.text(0.0, -0.01, "\n".join(lines), fontsize=7, color="0.4", ha="left", va="top", linespacing=1.5)
         fig.savefig(path, dpi=130, bbox_inches="tight", pad_inches=0.15)
+
+        def ticks(ax):  # the labelled y ticks in view, as drawn
+            low, high = sorted(ax.get_ylim())
+            return [t.get_text() for t in ax.get_yticklabels() if t.get_text() and low <= t.get_position()[1] <= high]
+
+        axes = [ax for ax in fig.axes if ax.get_visible()]
+        self.described.append(dict(self.info, file=os.path.basename(path), footer=lines, not_plotted=entries,
+                                   busy_points=len(busy), axes=[{
+            "title": ax.get_title(), "x_label": ax.get_xlabel(), "y_label": ax.get_ylabel(),
+            "x_scale": ax.get_xscale(), "y_scale": ax.get_yscale(), "y_limits": list(ax.get_ylim()),
+            "y_ticks": ticks(ax)} for ax in axes]))
         self.plt.close(fig)
 
     def mismatch_handle(self, any_mismatch):
@@ -537,53 +831,52 @@ class Plotter:
                     zorder=6)
         return bool(bad)
 
+    def predicted_handle(self):
+        return self.Line2D([], [], color="0.35", marker="o", linestyle="-", linewidth=1.0, alpha=0.4,
+                           label="predicted (skipped, not measured)")
+
     # -- the plots ---------------------------------------------------------------------------------------
 
     def memory(self, path):
-        fig, panels = self.figure("peak memory vs sequence length")
+        fig, panels = self.figure("memory", f"peak memory vs {self.x_name}")
         peak = lambda r: number(r.get("memory"), "peak_bytes")
         predicted = lambda r: number(r.get("memory"), "predicted_bytes")
         xs, ys, any_mismatch, any_predicted = [], [], False, False
         anchors = {}  # panel -> first measured point
         for line in self.series:
             ax = self.panel_of(panels, line)
-            color, marker = self.style(line)
             measured = line.points(MEASURED, peak)
             skipped = line.points(("skipped",), predicted)
             if measured:
-                ax.plot([p[0] for p in measured], [p[1] for p in measured], color=color, marker=marker,
-                        markersize=5, linewidth=1.6, label=self.label(line))
+                self.draw_series(ax, line, measured, ax.plot)
                 any_mismatch |= self.mark_mismatches(ax, measured)
                 first = min(measured, key=lambda p: (p[0], p[1]))
                 if id(ax) not in anchors or (first[0], first[1]) < anchors[id(ax)][1:]:
                     anchors[id(ax)] = (ax, first[0], first[1])
             if skipped:
                 any_predicted = True
-                chain = [p for p in measured if p[0] < skipped[0][0]][-1:] + skipped
-                ax.plot([p[0] for p in chain], [p[1] for p in chain], color=color, linestyle="--",
-                        linewidth=1.2, alpha=0.9)
-                ax.plot([p[0] for p in skipped], [p[1] for p in skipped], color=color, marker=marker,
-                        markersize=6, linestyle="none", markerfacecolor="none", markeredgewidth=1.3,
-                        label=None if measured else self.label(line))
+                self.draw_predicted(ax, line, measured, skipped)
             xs += [p[0] for p in measured + skipped]
             ys += [p[1] for p in measured + skipped]
+        # The memory limit as a line when the records come within 100× of it (else it would squeeze them to the
+        # bottom of the axes), otherwise in the note.
         limit = number(self.metadata, "mem_limit_bytes")
-        if limit and ys:
-            ys.append(limit)
+        note = "grey dashed guides: O(S) and O(S²) through the first measured point"
+        if limit and ys and max(ys) * 100 < limit:
+            note += f" · memory limit {fmt_bytes(limit)}, above the view"
+        elif limit and ys:
+            self.limits.append(limit)
             for ax in panels.values():
                 ax.axhline(limit, color="tab:red", linestyle=":", linewidth=1.1)
                 ax.text(0.01, limit, f" memory limit {fmt_bytes(limit)}", transform=ax.get_yaxis_transform(),
                         fontsize=7.5, color="tab:red", va="bottom")
-        extra = self.mismatch_handle(any_mismatch)
-        if any_predicted:
-            extra.append(self.Line2D([], [], color="0.35", linestyle="--", marker="o", markerfacecolor="none",
-                                         label="predicted (skipped)"))
-        self.finish(fig, panels, "peak memory (bytes)", ys, xs, fmt_bytes, extra_handles=extra,
-                    note="grey dashed guides: O(S) and O(S²) through the first measured point")
+        extra = self.mismatch_handle(any_mismatch) + ([self.predicted_handle()] if any_predicted else [])
+        unit = pick_unit(ys, BYTE_UNITS)
+        self.finish(fig, panels, "peak memory", ys, xs, unit=unit, extra_handles=extra, note=note)
         for ax, x0, y0 in anchors.values():
             if max(xs) > x0:  # a slope needs a range of S
                 self.guides(ax, x0, y0, max(xs))
-        self.save(fig, path)
+        self.save(fig, path, "peak memory")
 
     def guides(self, ax, x0, y0, x_end):
         """O(S) and O(S²) slopes through (x0, y0), labelled where they leave the view."""
@@ -605,33 +898,36 @@ class Plotter:
                             ha="right" if not below else "center", va="top" if below else "bottom")
 
     def time(self, path):
-        fig, panels = self.figure("median time vs sequence length")
+        fig, panels = self.figure("time", f"median time vs {self.x_name}")
         median = lambda r: number(r.get("time_s"), "median")
-        xs, ys, any_mismatch = [], [], False
+        predicted = lambda r: number(r, "predicted_time_s")
+        xs, ys, any_mismatch, any_predicted = [], [], False, False
         for line in self.series:
             ax = self.panel_of(panels, line)
-            color, marker = self.style(line)
             points = line.points(MEASURED, median)
-            if not points:
-                continue
-            lower, upper = [], []
-            for _, y, record in points:
-                q1, q3 = number(record["time_s"], "q1"), number(record["time_s"], "q3")
-                lower.append(max(0.0, y - q1) if q1 is not None and q1 > 0 else 0.0)
-                upper.append(max(0.0, q3 - y) if q3 is not None else 0.0)
-                ys += [v for v in (q1, q3) if v is not None and v > 0]
-            ax.errorbar([p[0] for p in points], [p[1] for p in points], yerr=[lower, upper], color=color,
-                        marker=marker, markersize=5, linewidth=1.6, capsize=2.5, elinewidth=1.0,
-                        label=self.label(line))
-            any_mismatch |= self.mark_mismatches(ax, points)
-            xs += [p[0] for p in points]
-            ys += [p[1] for p in points]
-        self.finish(fig, panels, "median time per call", ys, xs, fmt_seconds,
-                    extra_handles=self.mismatch_handle(any_mismatch), note="error bars: first to third quartile")
-        self.save(fig, path)
+            skipped = line.points(("skipped",), predicted)
+            if points:
+                lower, upper = [], []
+                for _, y, record in points:
+                    q1, q3 = number(record["time_s"], "q1"), number(record["time_s"], "q3")
+                    lower.append(max(0.0, y - q1) if q1 is not None and q1 > 0 else 0.0)
+                    upper.append(max(0.0, q3 - y) if q3 is not None else 0.0)
+                    ys += [v for v in (q1, q3) if v is not None and v > 0]
+                self.draw_series(ax, line, points, lambda x, y, **kw: ax.errorbar(x, y, yerr=[lower, upper], **kw),
+                                 capsize=2.5, elinewidth=1.0)
+                any_mismatch |= self.mark_mismatches(ax, points)
+            if skipped:
+                any_predicted = True
+                self.draw_predicted(ax, line, points, skipped)
+            xs += [p[0] for p in points + skipped]
+            ys += [p[1] for p in points + skipped]
+        extra = self.mismatch_handle(any_mismatch) + ([self.predicted_handle()] if any_predicted else [])
+        self.finish(fig, panels, "median time per call", ys, xs, unit=pick_unit(ys, SECOND_UNITS),
+                    extra_handles=extra, note="error bars: first to third quartile of the samples")
+        self.save(fig, path, "median time")
 
     def gflops(self, path):
-        fig, panels = self.figure("throughput vs sequence length")
+        fig, panels = self.figure("gflops", f"throughput vs {self.x_name}")
 
         def rate(record):
             value = number(record, "gflops")
@@ -642,79 +938,66 @@ class Plotter:
                 value = flops / median * 1e-9
             return value
 
-        xs, ys, any_mismatch = [], [], False
-        for line in self.series:
-            ax = self.panel_of(panels, line)
-            color, marker = self.style(line)
-            points = line.points(MEASURED, rate)
-            if not points:
-                continue
-            ax.plot([p[0] for p in points], [p[1] for p in points], color=color, marker=marker, markersize=5,
-                    linewidth=1.6, label=self.label(line))
-            any_mismatch |= self.mark_mismatches(ax, points)
-            xs += [p[0] for p in points]
-            ys += [p[1] for p in points]
+        xs, ys, any_mismatch, _ = self.rate_lines(panels, rate)
+        note = "FLOPs = 4·batch·heads·seq_q·avg_k·head_dim (causal: visible keys only) / median time"
         if ys and any(on_cpu(line.impl, self.records) for line in self.series):
-            ceiling = number(self.metadata.get("rates"), "fp32_gemm_gflops")
-            if ceiling:
-                self.ceiling(panels, ys, ceiling, f"fp32 GEMM ceiling {ceiling:.0f} GFLOP/s", path)
-        log_y = bool(ys) and max(ys) / min(ys) > 100  # a GPU next to a CPU: keep both readable
-        self.finish(fig, panels, "GFLOP/s" + (" (log scale)" if log_y else ""), ys, xs,
-                    lambda v: f"{v:,.6g}", log_y=log_y, extra_handles=self.mismatch_handle(any_mismatch),
-                    note="FLOPs = 4·batch·heads·seq_q·avg_k·head_dim (causal: visible keys only) / median time")
-        self.save(fig, path)
+            if self.mode == "decode":
+                note += " · decode is memory-bound: its ceiling is the copy bandwidth (--plots gbps), not GEMM"
+            else:
+                self.ceiling(panels, limit_of(self.metadata.get("rates"), "fp32_gemm_gflops"), "fp32 GEMM ceiling",
+                             "GFLOP/s", path, "a GEMM's rate, not a peak: points above\nit beat this GEMM")
+        self.finish_rate(fig, panels, path, "GFLOP/s", xs, ys, any_mismatch, note, "", "GFLOP/s")
 
     def rate_lines(self, panels, rate):
-        """One line per series of rate(record) vs x: faprobe's implementations solid, peers dashed, mismatches
+        """One line per series of rate(record) vs x in its implementation's style (peers dashed), mismatches
         marked. Returns the xs and ys drawn and whether any mismatch and any peer were."""
         xs, ys, any_mismatch, any_peer = [], [], False, False
         for line in self.series:
             ax = self.panel_of(panels, line)
-            color, marker = self.style(line)
             points = line.points(MEASURED, rate)
             if not points:
                 continue
-            peer = is_peer(line.impl)
-            any_peer |= peer
-            ax.plot([p[0] for p in points], [p[1] for p in points], color=color, marker=marker, markersize=5,
-                    linewidth=1.4 if peer else 1.8, linestyle="--" if peer else "-", label=self.label(line))
+            any_peer |= is_peer(line.impl)
+            self.draw_series(ax, line, points, ax.plot)
             any_mismatch |= self.mark_mismatches(ax, points)
             xs += [p[0] for p in points]
             ys += [p[1] for p in points]
         return xs, ys, any_mismatch, any_peer
 
-    def finish_rate(self, fig, panels, path, unit, xs, ys, any_mismatch, note, peer_note):
-        """The end of a rate figure: a log scale when the rates span more than 100×, the note (peer_note
-        first), the mismatch legend, and the file."""
+    def finish_rate(self, fig, panels, path, unit, xs, ys, any_mismatch, note, peer_note, quantity):
+        """The end of a rate figure: a log scale when the records' rates span more than 100× (decided on the
+        records alone, so that a --json document and its JSONL records get the same scale, ceiling or not),
+        the note (peer_note first), the mismatch legend, and the file."""
         log_y = bool(ys) and max(ys) / min(ys) > 100
-        self.finish(fig, panels, unit + (" (log scale)" if log_y else ""), ys, xs, lambda v: f"{v:,.4g}",
+        self.finish(fig, panels, unit + (", log scale" if log_y else ""), ys, xs, y_format=lambda v: f"{v:,.4g}",
                     log_y=log_y, extra_handles=self.mismatch_handle(any_mismatch), note=peer_note + note)
-        self.save(fig, path)
+        self.save(fig, path, quantity)
 
     def tflops(self, path):
-        """TFLOP/s vs seq: faprobe's implementations as solid lines, peers (torch.* from peers_torch.py) dashed."""
-        fig, panels = self.figure("TFLOP/s vs sequence length")
+        """TFLOP/s vs seq: faprobe's implementations in their styles, peers (torch.* from peers_torch.py) dashed."""
+        fig, panels = self.figure("tflops", f"TFLOP/s vs {self.x_name}")
 
         xs, ys, any_mismatch, any_peer = self.rate_lines(panels, lambda r: measured_rate(r, "tflops", "flops", 1e-12))
         self.finish_rate(fig, panels, path, "TFLOP/s", xs, ys, any_mismatch,
                          "FLOPs = 4·batch·heads·seq_q·avg_k·head_dim (causal: visible keys only) / median time",
-                         "dashed: PyTorch SDPA backends (scripts/peers_torch.py) · " if any_peer else "")
+                         "dashed: PyTorch SDPA backends (scripts/peers_torch.py) · " if any_peer else "", "TFLOP/s")
 
     def gbps(self, path):
-        """Decode's GB/s (minimum bytes / median time) vs seq_k or batch: faprobe's implementations solid, one
-        marker per page size; peers dashed; the device's copy bandwidth dotted."""
-        fig, panels = self.figure("decode GB/s vs " + ("batch" if self.x_axis == "batch" else "key length"))
+        """Decode's GB/s (minimum bytes / median time) vs seq_k or batch: one style per implementation, one
+        marker fill per page size; peers dashed; the copy bandwidth dotted, its spread as a band."""
+        fig, panels = self.figure("gbps", "GB/s vs " + ("batch" if self.x_axis == "batch" else "key length"))
 
         xs, ys, any_mismatch, any_peer = self.rate_lines(panels, lambda r: measured_rate(r, "gbytes_per_s", "bytes", 1e-9))
-        copy = copy_bandwidth(self.metadata, self.records)
-        if copy and ys:
-            self.ceiling(panels, ys, copy, f"GPU copy bandwidth {copy:.0f} GB/s", path)
-        host_copy = host_copy_bandwidth(self.metadata, self.records)
-        if host_copy and ys and any(on_cpu(line.impl, self.records) for line in self.series):
-            self.ceiling(panels, ys, host_copy, f"host copy bandwidth {host_copy:.0f} GB/s", path)
+        cache = "points above: cache-resident data"
+        if ys and any(not on_cpu(line.impl, self.records) for line in self.series):
+            self.ceiling(panels, gpu_copy_bandwidth(self.metadata, self.records), "GPU copy bandwidth", "GB/s", path,
+                         "device memory copy;\n" + cache)
+        if ys and any(on_cpu(line.impl, self.records) for line in self.series):
+            self.ceiling(panels, host_copy_bandwidth(self.metadata, self.records), "host copy bandwidth", "GB/s",
+                         path, "DRAM copy;\n" + cache)
         self.finish_rate(fig, panels, path, "GB/s", xs, ys, any_mismatch,
                          "GB/s = minimum bytes (Q, K, V, O once) / median time",
-                         "dashed: PyTorch SDPA (contiguous only) · " if any_peer else "")
+                         "dashed: PyTorch SDPA (contiguous only) · " if any_peer else "", "GB/s")
 
 
 def measured_rate(record, field, amount, scale):
@@ -726,17 +1009,19 @@ def measured_rate(record, field, amount, scale):
     return value
 
 
-def copy_bandwidth(metadata, records):
-    """The GPU's copy bandwidth in GB/s: the --json document's rates.gpu.copy_gbytes_per_s, else derived from
-    the cuda.* records; None when neither exists."""
+def gpu_copy_bandwidth(metadata, records):
+    """The GPU's copy bandwidth in GB/s as limit_of's (value, low, high): the --json document's
+    rates.gpu.copy_gbytes_per_s (and its _range), else derived from the cuda.* records."""
     rates = metadata.get("rates") if isinstance(metadata.get("rates"), dict) else {}
-    return number(rates.get("gpu"), "copy_gbytes_per_s") or derived_copy_bandwidth(records, "cuda.")
+    value, low, high = limit_of(rates.get("gpu"), "copy_gbytes_per_s")
+    return (value or derived_copy_bandwidth(records, "cuda."), low, high)
 
 
 def host_copy_bandwidth(metadata, records):
-    """The host's copy bandwidth in GB/s: the --json document's rates.memory_gbytes_per_s, else derived from
-    the cpu.* records; None when neither exists."""
-    return number(metadata.get("rates"), "memory_gbytes_per_s") or derived_copy_bandwidth(records, "cpu.")
+    """The host's copy bandwidth in GB/s as limit_of's (value, low, high): the --json document's
+    rates.memory_gbytes_per_s (and memory_gbytes_per_s_range), else derived from the cpu.* records."""
+    value, low, high = limit_of(metadata.get("rates"), "memory_gbytes_per_s")
+    return (value or derived_copy_bandwidth(records, "cpu."), low, high)
 
 
 def derived_copy_bandwidth(records, prefix):
@@ -758,14 +1043,17 @@ def is_peer(impl):
 
 
 def tflops_groups(records):
-    """(file suffix, records) per (dtype, head_dim, mask): one TFLOP/s figure each."""
+    """(file suffix, records, mode) per (dtype, head_dim, mask), and per mode when the records hold both
+    (the mode then ends the suffix): one TFLOP/s figure each."""
     groups = {}
+    both = len({mode_of(r) for r in records}) > 1
     for record in records:
         case = record["case"]
-        key = (str(case.get("dtype")), case.get("head_dim"), str(case.get("mask")))
+        key = (str(case.get("dtype")), case.get("head_dim"), str(case.get("mask")), mode_of(record))
         groups.setdefault(key, []).append(record)
-    return [(f"tflops-{dtype}-d{head_dim}-{'causal' if mask == 'causal' else 'nomask'}", group)
-            for (dtype, head_dim, mask), group in sorted(groups.items(), key=lambda item: str(item[0]))
+    return [(f"tflops-{dtype}-d{head_dim}-{'causal' if mask == 'causal' else 'nomask'}" + (f"-{mode}" if both else ""),
+             group, mode)
+            for (dtype, head_dim, mask, mode), group in sorted(groups.items(), key=lambda item: str(item[0]))
             if any(r["status"] in MEASURED for r in group)]
 
 
@@ -854,6 +1142,10 @@ def plot_samples(plt, records, path, source):
 PLOTS = ("memory", "time", "gflops", "tflops", "gbps", "samples")
 
 
+def mode_of(record):
+    return str(record["case"].get("mode") or "prefill")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="plot.py", description="Plot a faprobe sweep (memory, time, GFLOP/s vs sequence length).")
@@ -866,6 +1158,9 @@ def main(argv=None):
                         help=f"which plots, comma-separated from {', '.join(PLOTS)} (default: memory,time,gflops)")
     parser.add_argument("--select", metavar="FIELD=VALUE,...", default="",
                         help="the case of --plots samples: impl and case fields (impl=cpu.tiled,seq_k=4096)")
+    parser.add_argument("--describe", metavar="FILE",
+                        help="also write what each figure draws as JSON to FILE: axes (labels, scales), series "
+                             "(implementation, colour, marker, line style), ceilings, footer and what was not plotted")
     args = parser.parse_args(argv)
     plots = [name.strip() for name in args.plots.split(",") if name.strip()]
     if not plots or any(name not in PLOTS for name in plots):
@@ -912,22 +1207,40 @@ def main(argv=None):
         print(f"plot.py: --out-dir {out_dir}: cannot create ({error.strerror or error})", file=sys.stderr)
         return 2
 
+    # One style per implementation for every figure; prefill and decode in figures of their own (NAME-memory-
+    # prefill.png, NAME-memory-decode.png) when the records hold both, their rates and times being apart by
+    # orders of magnitude.
+    styles = implementation_styles(r["impl"] for r in records)
+    described = []
+    # A mode whose every record is unsupported (cpu.decode's prefill cases) has nothing to draw: no figures.
+    modes = list(dict.fromkeys(mode_of(r) for r in records))
+    for mode in list(modes):
+        group = [r for r in records if mode_of(r) == mode]
+        if len(modes) > 1 and all(r["status"] == "unsupported" for r in group):
+            modes.remove(mode)
+            impls = ", ".join(dict.fromkeys(r["impl"] for r in group))
+            print(f"plot.py: no {mode} figures: every {mode} record is unsupported ({impls})", file=sys.stderr)
+    by_mode = {}
     figures = []  # (file name without prefix, plotter, method)
-    plotter = None
     for name in plots:
         if name == "tflops":
-            for suffix, group in tflops_groups(records):
-                figures.append((suffix, Plotter(plt, ticker, Line2D, group, metadata, source), "tflops"))
+            for suffix, group, mode in tflops_groups(records):
+                figures.append((suffix, Plotter(plt, ticker, Line2D, group, metadata, source, styles, described,
+                                                mode=mode), "tflops"))
         elif name == "gbps":
             # One panel per figure: its lines are implementations × page sizes.
             for suffix, group, x_axis in gbps_groups(records):
-                figures.append((suffix, Plotter(plt, ticker, Line2D, group, metadata, source, x_axis, facet=False),
-                                "gbps"))
+                figures.append((suffix, Plotter(plt, ticker, Line2D, group, metadata, source, styles, described,
+                                                x_axis, facet=False, mode="decode"), "gbps"))
         elif name == "samples":
             figures.append(("samples", None, "samples"))
         else:
-            plotter = plotter or Plotter(plt, ticker, Line2D, records, metadata, source)
-            figures.append((name, plotter, name))
+            for mode in modes:
+                if mode not in by_mode:
+                    group = [r for r in records if mode_of(r) == mode]
+                    by_mode[mode] = Plotter(plt, ticker, Line2D, group, metadata, source, styles, described,
+                                            mode=mode)
+                figures.append((f"{name}-{mode}" if len(modes) > 1 else name, by_mode[mode], name))
     if not figures:
         print(f"plot.py: nothing to draw for --plots {args.plots} (gbps needs decode records at two or more "
               "key lengths or batches)", file=sys.stderr)
@@ -942,6 +1255,18 @@ def main(argv=None):
             print(f"plot.py: {path}: cannot write ({error.strerror or error})", file=sys.stderr)
             return 2
         print(path)
+    if args.describe:
+        description = {"files": [os.path.join(out_dir, f"{prefix}{name}.png") for name, _, _ in figures],
+                       "styles": {impl: {k: v for k, v in style.items() if k != "dashes"}
+                                  for impl, style in styles.items()},
+                       "figures": described}
+        try:
+            with open(args.describe, "w", encoding="utf-8") as file:
+                json.dump(description, file, indent=1, ensure_ascii=False)
+                file.write("\n")
+        except OSError as error:
+            print(f"plot.py: --describe {args.describe}: cannot write ({error.strerror or error})", file=sys.stderr)
+            return 2
     return 0
 
 
