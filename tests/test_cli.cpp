@@ -122,7 +122,7 @@ TEST_F(Cli, CeilingsAreMeasuredAtTheRunsThreadsWithTheirRange) {
   EXPECT_NE(text.out.find(" rounds (Eigen, 512x512, one product per thread)"), std::string::npos) << text.out;
 
   const Result run = faprobe("sweep --json r.json --impl cpu.naive --seq 17 --heads 2 --head-dim 16 --min-samples 1 "
-                             "--min-time 0 --threads 1");
+                             "--min-time 0 --max-noise 100 --warmup 0 --threads 1");
   ASSERT_EQ(run.status, 0) << run.err;
   expect_ceilings(nlohmann::json::parse(read_file(path("r.json"))).at("rates"));
   EXPECT_NE(run.err.find("copy "), std::string::npos);

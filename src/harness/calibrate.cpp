@@ -34,8 +34,10 @@ RateSpread spread_of(std::vector<double> rates) {
 // One rate per round, each round every thread's products.
 std::vector<double> gemm_gflops(double budget_s, bool quick, int threads) {
   constexpr int kSize = 512;  // large enough for Eigen's blocking to reach its peak, small enough for L2/L3
-  // Per thread and round, so a round lasts tens of milliseconds (a few in a quick calibration).
-  const int products = quick ? 2 : 16;
+  // Per thread and round: about 10 ms on a core that multiplies at 100 GFLOP/s, so that a second's
+  // calibration has tens of rounds for its median and range (16 products, as before, left 2 rounds on a
+  // loaded 2-core VM), and the last round overruns the budget by little.
+  const int products = quick ? 2 : 4;
   std::vector<double> rates;
   const auto start = Clock::now();
   Clock::time_point round_start;  // shared: set and read inside `single` blocks

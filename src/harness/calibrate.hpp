@@ -36,7 +36,7 @@ struct HostCalibration {
 // Takes about `seconds` in all, whatever `threads` is (0: omp_get_max_threads(), every core unless
 // OMP_NUM_THREADS says otherwise). Each rate is the median of its repetitions, with their lowest and highest
 // kept: on a shared machine the best round is the one that ran alone, and it moved a run's ceiling by more than
-// its kernels moved. Under 0.2 s the calibration is quick: GEMM rounds of 2 products instead of 16 and a 32 MiB
+// its kernels moved. Under 0.2 s the calibration is quick: GEMM rounds of 2 products instead of 4 and a 32 MiB
 // copy, so that a test suite's many short runs do not each pay for 512 MiB of page faults (the copy rate is
 // then less exact). Stops at once on Ctrl-C and throws Interrupted (harness/progress.hpp).
 HostCalibration calibrate_host(double seconds = 0.5, int threads = 0);
