@@ -97,6 +97,46 @@ TEST_F(Cli, CalibrateReportsTheHostAndTheGpuOrWhyThereIsNone) {
   }
 }
 
+// The host's ceilings at a thread count, each the median of its repetitions with their range: `calibrate
+// --threads N` and a run's --json "rates" (measured at the run's --threads) say how many threads and how far
+// the rounds spread. Bad thread counts are one line naming the flag and what is allowed, exit 2.
+TEST_F(Cli, CeilingsAreMeasuredAtTheRunsThreadsWithTheirRange) {
+  auto expect_ceilings = [](const nlohmann::json& rates) {
+    EXPECT_EQ(rates.at("threads"), 1) << rates.dump();
+    for (const char* rate : {"fp32_gemm_gflops", "memory_gbytes_per_s"}) {
+      const nlohmann::json& range = rates.at(std::string(rate) + "_range");
+      ASSERT_EQ(range.size(), 2u) << rates.dump();
+      EXPECT_GT(range[0].get<double>(), 0.0) << rate;
+      EXPECT_LE(range[0].get<double>(), rates.at(rate).get<double>()) << rate;
+      EXPECT_LE(rates.at(rate).get<double>(), range[1].get<double>()) << rate;
+    }
+    EXPECT_GE(rates.at("fp32_gemm_repetitions").get<int>(), 1);
+    EXPECT_GE(rates.at("memory_repetitions").get<int>(), 1);
+  };
+  const Result calibrate = faprobe("calibrate --json --time 0.05 --threads 1");
+  ASSERT_EQ(calibrate.status, 0) << calibrate.err;
+  expect_ceilings(nlohmann::json::parse(calibrate.out));
+  const Result text = faprobe("calibrate --time 0.05 --threads 1");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("), 1 thread\nfp32 GEMM: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(" rounds (Eigen, 512x512, one product per thread)"), std::string::npos) << text.out;
+
+  const Result run = faprobe("sweep --json r.json --impl cpu.naive --seq 17 --heads 2 --head-dim 16 --min-samples 1 "
+                             "--min-time 0 --max-noise 100 --warmup 0 --threads 1");
+  ASSERT_EQ(run.status, 0) << run.err;
+  expect_ceilings(nlohmann::json::parse(read_file(path("r.json"))).at("rates"));
+  EXPECT_NE(run.err.find("copy "), std::string::npos);
+  EXPECT_NE(run.err.find(" GB/s (1 thread, medians of the calibration)\n"), std::string::npos) << run.err;
+
+  for (const char* bad : {"0", "x", "2000"}) {
+    const Result refused = faprobe(std::string("calibrate --time 0.05 --threads ") + bad);
+    EXPECT_EQ(refused.status, 2) << bad << ": " << refused.err;
+    EXPECT_EQ(refused.err, std::string("faprobe: --threads: '") + bad +
+                               "' is not a thread count (allowed: 1 to 1024; default: all cores)\n");
+    EXPECT_EQ(refused.out, "") << bad;  // refused before anything is measured
+  }
+}
+
 // The part of `text` from `begin` up to `end` (both searched for; "" when `begin` is missing).
 std::string between(const std::string& text, const std::string& begin, const std::string& end) {
   const std::size_t from = text.find(begin);

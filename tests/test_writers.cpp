@@ -194,5 +194,88 @@ TEST(Writers, ContendedRecordsAreMarkedBusy) {
   EXPECT_EQ(column(untimed, "contended"), "");  // not timed: neither
 }
 
+// The median never stands alone: the table, the Markdown and the CSV give its spread (half the interquartile
+// range over the median, "±") and its sample count; a single sample has a count and no spread.
+TEST(Writers, MediansCarryTheirSpreadAndSampleCount) {
+  std::vector<Record> records = sample_records();  // 12 samples, q1 0.245 s, q3 0.27 s, median 0.25 s: ± 5.0 %
+  records.push_back(records[0]);
+  records.back().c.seq_q = records.back().c.seq_k = 8192;
+  records.back().time = TimeStats{7.64, 7.64, 7.64, 7.64, 7.64, 7.64, 0, 1, {7.64}};
+
+  std::ostringstream table;
+  TableWriter writer(table);
+  for (const Record& record : records) writer.write(record);
+  std::istringstream lines(table.str());
+  std::string header, timed, skipped, single;
+  std::getline(lines, header);
+  std::getline(lines, timed);
+  std::getline(lines, skipped);
+  std::getline(lines, single);
+  EXPECT_NE(header.find("median       ±       n   GFLOP/s"), std::string::npos) << header;
+  EXPECT_NE(timed.find("250.000 ms   5.0 %      12 "), std::string::npos) << timed;
+  EXPECT_NE(skipped.find("  -       -       - "), std::string::npos) << skipped;
+  EXPECT_NE(single.find("7.640 s       -       1 "), std::string::npos) << single;
+
+  const std::string markdown = markdown_document(records);
+  EXPECT_NE(markdown.find("| median time | ± (half IQR) | samples | GFLOP/s |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| 250.000 ms | 5.0 % | 12 |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| skipped | - | - | - |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| 7.640 s | - | 1 |"), std::string::npos) << markdown;
+
+  const std::vector<std::string> names = csv_header();
+  auto column = [&](const std::vector<std::string>& row, const std::string& name) {
+    const auto at = std::find(names.begin(), names.end(), name);
+    EXPECT_NE(at, names.end()) << name;
+    return at == names.end() ? std::string() : row[std::size_t(at - names.begin())];
+  };
+  const std::vector<std::string> many = csv_row(records[0]), none = csv_row(records[1]), one = csv_row(records[2]);
+  EXPECT_EQ(column(many, "samples"), "12");
+  EXPECT_DOUBLE_EQ(std::stod(column(many, "time_q1_s")), 0.245);
+  EXPECT_DOUBLE_EQ(std::stod(column(many, "time_q3_s")), 0.27);
+  EXPECT_DOUBLE_EQ(std::stod(column(many, "time_half_iqr_fraction")), 0.05);
+  EXPECT_EQ(column(none, "samples"), "");
+  EXPECT_EQ(column(none, "time_half_iqr_fraction"), "");
+  EXPECT_EQ(column(one, "samples"), "1");
+  EXPECT_EQ(column(one, "time_half_iqr_fraction"), "");  // one sample: no spread seen, not a spread of 0
+}
+
+// A bandwidth fraction above 1 is data served from cache, not a kernel beating DRAM: its percentage is marked
+// and the legend says so, once in the table and under the Markdown; at or below 100 % nothing is marked.
+TEST(Writers, BandwidthAboveTheCopyRateIsMarkedCacheResident) {
+  std::vector<Record> records = sample_records();  // 43.75 %
+  records.push_back(records[0]);
+  records.back().c.mode = Mode::decode;
+  records.back().c.seq_q = 1;
+  records.back().bandwidth_fraction = 4.694;
+  records.push_back(records.back());
+  records.back().c.seq_k = 8192;
+  records.back().bandwidth_fraction = 1.0;  // exactly the copy rate: not above it
+
+  std::ostringstream table;
+  TableWriter writer(table);
+  for (const Record& record : records) writer.write(record);
+  const std::string text = table.str();
+  EXPECT_NE(text.find(" 469.4* "), std::string::npos) << text;
+  EXPECT_NE(text.find(" 100.0 "), std::string::npos) << text;
+  EXPECT_NE(text.find(" 43.8 "), std::string::npos) << text;
+  std::size_t legends = 0;
+  for (std::size_t at = text.find(kCacheLegend); at != std::string::npos; at = text.find(kCacheLegend, at + 1)) {
+    ++legends;
+  }
+  EXPECT_EQ(legends, 1u) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '*'), 2) << text;  // the mark and its legend's
+
+  const std::string markdown = markdown_document(records);
+  EXPECT_NE(markdown.find("| 469.4\\* |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| 100.0 |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find(std::string("\n\\") + kCacheLegend + "\n"), std::string::npos) << markdown;
+
+  std::ostringstream quiet_table;
+  TableWriter quiet_writer(quiet_table);
+  for (const Record& record : sample_records()) quiet_writer.write(record);
+  EXPECT_EQ(quiet_table.str().find('*'), std::string::npos) << quiet_table.str();
+  EXPECT_EQ(markdown_document(sample_records()).find('*'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace faprobe

@@ -378,10 +378,12 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   // run that cannot keep its results should not start.
   options.files = open_run_files(options);
   options.mem_limit = plan.measure.mem_limit.value_or(0);  // 0: each implementation's device default
-  options.rates = calibrate_host(calibration_s);
-  nlohmann::json rates{{"fp32_gemm_gflops", options.rates.gemm_gflops},
-                       {"memory_gbytes_per_s", options.rates.memory_gbytes_per_s},
-                       {"calibration_seconds", calibration_s}};
+  // At the run's thread count (--threads; every core without it): a one-thread run's ceiling is one core's.
+  const HostCalibration calibration = calibrate_host(calibration_s, plan.measure.threads);
+  options.rates = calibration.rates();
+  options.rate_threads = calibration.threads;
+  nlohmann::json rates = calibration.to_json();
+  rates["calibration_seconds"] = calibration_s;
   // The GPU's ceilings, for the bandwidth fraction of GPU records: only when they will be timed. This
   // process keeps its CUDA context afterwards, but no device memory (gpu::measure_gpu_rates frees it all).
   // A --devices parent runs nothing itself: its workers measure their own GPUs.
@@ -460,8 +462,9 @@ RunSummary run_and_report(const Plan& plan, const RunOptions& options, const std
                "time_s.contended): their times are partly the scheduler's; rerun when the machine is quiet\n",
                contended, timed);
   }
-  fmt::print(stderr, "this host: fp32 GEMM {:.1f} GFLOP/s (all cores), copy {:.1f} GB/s\n",
-             options.rates.gemm_gflops, options.rates.memory_gbytes_per_s);
+  fmt::print(stderr, "this host: fp32 GEMM {:.1f} GFLOP/s, copy {:.1f} GB/s ({} thread{}, medians of the calibration)\n",
+             options.rates.gemm_gflops, options.rates.memory_gbytes_per_s, options.rate_threads,
+             options.rate_threads == 1 ? "" : "s");
   if (options.rates.gpu_copy_gbytes_per_s > 0) {
     fmt::print(stderr, "{}: bf16 GEMM {:.1f} TFLOP/s, copy {:.1f} GB/s\n", gpu::devices().front().name,
                options.rates.gpu_bf16_gemm_tflops, options.rates.gpu_copy_gbytes_per_s);

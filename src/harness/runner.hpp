@@ -61,6 +61,7 @@ struct RunOptions {
   // and written into the --json header (harness/provenance.hpp); null: not watched.
   std::shared_ptr<gpu::NvmlMonitor> nvml;
   MachineRates rates;          // for time predictions and each record's bandwidth_fraction
+  int rate_threads = 0;         // the threads the host's rates were measured with (calibrate.hpp); 0: not measured
   std::uint64_t mem_limit = 0;  // bytes per case; 0: the implementation's default_memory_limit()
   // Isolation (see the top of this file).
   std::optional<bool> isolate;  // --isolate / --no-isolate; nullopt: each implementation's isolate_by_default()

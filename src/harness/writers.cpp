@@ -23,6 +23,13 @@ std::string dump(const nlohmann::json& value, int indent = -1) {
 std::string number(double value) { return fmt::format("{:.6g}", value); }
 std::string optional_number(const std::optional<double>& value) { return value ? number(*value) : ""; }
 
+// Half the interquartile range over the median, the "±" the tables show beside a median; none for a record
+// without time or with one sample (whose quartiles are the median: no spread was seen, not a spread of 0).
+std::optional<double> half_iqr_fraction(const Record& r) {
+  if (!r.time || r.time->samples < 2 || !(r.time->median > 0)) return std::nullopt;
+  return (r.time->q3 - r.time->q1) / 2 / r.time->median;
+}
+
 std::string csv_escape(const std::string& text) {
   const std::string field = valid_utf8(text);
   if (field.find_first_of(",\"\r\n") == std::string::npos) return field;
@@ -177,7 +184,8 @@ std::vector<std::string> csv_header() {
           "inputs",
           "status",          "reason",         "time_median_s",
           "time_mean_s",   "time_min_s",     "time_max_s",      "time_q1_s",      "time_q3_s",
-          "time_stddev_s", "samples",        "contended",       "contention_evidence", "predicted_time_s", "flops",         "bytes",
+          "time_stddev_s", "samples",        "time_half_iqr_fraction",
+          "contended",     "contention_evidence", "predicted_time_s", "flops",         "bytes",
           "gflops_per_s",  "tflops_per_s",   "gbytes_per_s",    "bandwidth_fraction", "peak_bytes",
           "workspace_bytes", "predicted_bytes", "max_abs_diff", "max_rel_diff", "tolerance",
           "rows_checked",  "heads_checked",  "passed",          "details_json"};
@@ -214,6 +222,7 @@ std::vector<std::string> csv_row(const Record& r) {
           time_field(&TimeStats::q3),
           time_field(&TimeStats::stddev),
           t ? std::to_string(t->samples) : std::string(),
+          optional_number(half_iqr_fraction(r)),
           t ? (t->contended ? "true" : "false") : std::string(),
           t && t->contended ? fmt::format("{}", fmt::join(t->contended->evidence, "; ")) : std::string(),
           number(r.predicted_time_s),
@@ -257,17 +266,26 @@ std::string format_seconds(double seconds) {
 }
 
 namespace {
-// The columns shared by the Markdown and terminal tables; bandwidth_percent is the record's
-// bandwidth_fraction in percent ("BW %" on the terminal).
+// The columns shared by the Markdown and terminal tables: spread is half the IQR over the median in percent
+// ("±"), samples the sample count ("n"), bandwidth_percent the record's bandwidth_fraction in percent ("BW %"
+// on the terminal), marked with kCacheLegend's "*" when above 100 (above_copy).
 struct TableCells {
-  std::string impl, case_label, status, median, gflops, bandwidth_percent, peak, check;
+  std::string impl, case_label, status, median, spread, samples, gflops, bandwidth_percent, peak, check;
+  bool above_copy = false;
 };
 
 TableCells table_cells(const Record& r) {
-  TableCells cells{r.impl, r.c.label(), std::string(to_string(r.status)), "-", "-", "-", "-", "-"};
-  if (r.time) cells.median = (r.time->contended ? "busy " : "") + format_seconds(r.time->median);
+  TableCells cells{r.impl, r.c.label(), std::string(to_string(r.status)), "-", "-", "-", "-", "-", "-", "-"};
+  if (r.time) {
+    cells.median = (r.time->contended ? "busy " : "") + format_seconds(r.time->median);
+    cells.samples = std::to_string(r.time->samples);
+  }
+  if (const auto spread = half_iqr_fraction(r)) cells.spread = fmt::format("{:.1f} %", *spread * 100);
   if (const auto gflops = r.gflops()) cells.gflops = fmt::format("{:.1f}", *gflops);
-  if (r.bandwidth_fraction) cells.bandwidth_percent = fmt::format("{:.1f}", *r.bandwidth_fraction * 100);
+  if (r.bandwidth_fraction) {
+    cells.above_copy = *r.bandwidth_fraction > 1;
+    cells.bandwidth_percent = fmt::format("{:.1f}{}", *r.bandwidth_fraction * 100, cells.above_copy ? "*" : "");
+  }
   if (r.memory.peak_bytes) cells.peak = format_bytes(double(r.memory.peak_bytes));
   if (r.verify) {
     cells.check = r.verify->passed ? fmt::format("pass {:.1e}", r.verify->max_abs_diff)
@@ -288,22 +306,30 @@ std::string markdown_cell(const std::string& text) {
   }
   return cell;
 }
+
+// The bandwidth cell, its kCacheLegend mark escaped ("469.4\*"): a bare star may start emphasis.
+std::string markdown_bandwidth(const TableCells& cells) {
+  if (!cells.above_copy) return cells.bandwidth_percent;
+  return cells.bandwidth_percent.substr(0, cells.bandwidth_percent.size() - 1) + "\\*";
+}
 }  // namespace
 
 std::string markdown_document(const std::vector<Record>& records) {
   std::string text =
-      "| implementation | case | status | median time | GFLOP/s | % of copy bandwidth | peak memory "
-      "| check (max abs diff) |\n"
-      "|---|---|---|---:|---:|---:|---:|---|\n";
-  bool any_busy = false;
+      "| implementation | case | status | median time | ± (half IQR) | samples | GFLOP/s | % of copy bandwidth "
+      "| peak memory | check (max abs diff) |\n"
+      "|---|---|---|---:|---:|---:|---:|---:|---:|---|\n";
+  bool any_busy = false, any_above_copy = false;
   for (const Record& record : records) {
     const TableCells c = table_cells(record);
-    text += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(c.impl),
-                        markdown_cell(c.case_label), c.status, c.median, c.gflops, c.bandwidth_percent, c.peak,
-                        markdown_cell(c.check));
+    text += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(c.impl),
+                        markdown_cell(c.case_label), c.status, c.median, c.spread, c.samples, c.gflops,
+                        markdown_bandwidth(c), c.peak, markdown_cell(c.check));
     any_busy = any_busy || (record.time && record.time->contended);
+    any_above_copy = any_above_copy || c.above_copy;
   }
   if (any_busy) text += fmt::format("\n{}\n", kBusyLegend);
+  if (any_above_copy) text += fmt::format("\n\\{}\n", kCacheLegend);  // "\*": a star, not emphasis
   return text;
 }
 
@@ -312,14 +338,14 @@ void write_markdown(const std::string& path, const std::vector<Record>& records)
 }
 
 void TableWriter::write(const Record& record) {
-  constexpr const char* kRow = "{:<18} {:<34} {:<11} {:>13} {:>9} {:>6} {:>10}  {}\n";
+  constexpr const char* kRow = "{:<18} {:<34} {:<11} {:>13} {:>7} {:>7} {:>9} {:>7} {:>10}  {}\n";
   if (!header_written_) {
-    fmt::print(out_, kRow, "impl", "case", "status", "median", "GFLOP/s", "BW %", "peak mem", "check");
+    fmt::print(out_, kRow, "impl", "case", "status", "median", "±", "n", "GFLOP/s", "BW %", "peak mem", "check");
     header_written_ = true;
   }
   const TableCells c = table_cells(record);
-  fmt::print(out_, kRow, c.impl, c.case_label, c.status, c.median, c.gflops, c.bandwidth_percent, c.peak,
-             c.check);
+  fmt::print(out_, kRow, c.impl, c.case_label, c.status, c.median, c.spread, c.samples, c.gflops,
+             c.bandwidth_percent, c.peak, c.check);
   // A failed check's diagnosis (reference/explain.hpp), a line each under its row.
   if (record.verify && !record.verify->passed) {
     for (const std::string& line : record.verify->diagnosis) fmt::print(out_, "    why: {}\n", line);
@@ -329,6 +355,10 @@ void TableWriter::write(const Record& record) {
     fmt::print(out_, "    {}\n", kBusyLegend);
     for (const std::string& line : record.time->contended->evidence) fmt::print(out_, "    busy: {}\n", line);
     busy_explained_ = true;
+  }
+  if (c.above_copy && !cache_explained_) {
+    fmt::print(out_, "    {}\n", kCacheLegend);
+    cache_explained_ = true;
   }
   out_.flush();
 }

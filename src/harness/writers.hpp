@@ -91,8 +91,10 @@ void write_markdown(const std::string& path, const std::vector<Record>& records)
 std::vector<std::string> csv_header();
 std::vector<std::string> csv_row(const Record& record);
 
-// The terminal table: a header once, then one line per record as it finishes; a contended record's median
-// reads "busy 7.998 ms", and the first one is followed by kBusyLegend and its evidence.
+// The terminal table: a header once, then one line per record as it finishes, the median with its spread
+// ("±", half the interquartile range over the median) and sample count ("n"); a contended record's median
+// reads "busy 7.998 ms", and the first one is followed by kBusyLegend and its evidence; the first bandwidth
+// percentage above 100 ("469.4*") by kCacheLegend.
 class TableWriter {
  public:
   explicit TableWriter(std::ostream& out) : out_(out) {}
@@ -102,12 +104,18 @@ class TableWriter {
   std::ostream& out_;
   bool header_written_ = false;
   bool busy_explained_ = false;
+  bool cache_explained_ = false;
 };
 
 // What "busy" before a median means, in the table and under the Markdown document.
 inline constexpr const char* kBusyLegend =
     "busy: the machine was busy while the samples were taken (time_s.contended has the evidence): the time is "
     "partly the scheduler's, not the kernel's; rerun when the machine is quiet";
+
+// What "*" after a bandwidth percentage means, under its row in the table and under the Markdown document.
+inline constexpr const char* kCacheLegend =
+    "*: above 100 % of the copy bandwidth: the working set fits in cache, so its bytes came faster than the "
+    "DRAM copy rate the percentage is of (that ceiling is for data that does not fit)";
 
 std::string format_seconds(double seconds);  // "12.3 ms"
 
