@@ -144,6 +144,7 @@ TEST_F(Cli, AnUnknownOptionNamesTheOneProbablyMeant) {
       {"sweep --mem 4G", "faprobe: sweep: unknown option --mem; did you mean --mem-limit? (see faprobe sweep --help)\n"},
       {"ab --thread 2", "faprobe: ab: unknown option --thread; did you mean --threads? (see faprobe ab --help)\n"},
       {"merge a.jsonl --frobnicate", "faprobe: merge: unknown option --frobnicate (see faprobe merge --help)\n"},
+      {"verify --x 1", "faprobe: verify: unknown option --x (see faprobe verify --help)\n"},  // not --q: no guess
   };
   for (const auto& [args, message] : cases) {
     const Result run = faprobe(args);

@@ -58,13 +58,15 @@ void add_long_names(const CLI::App& app, std::vector<std::string>& names) {
 }
 
 // The one of `names` probably meant by `word`: the only one that `word` starts (--mem for --mem-limit), else
-// the nearest within a typo of a character or two (--seqs, --dtpye); "" when none is near enough.
+// the nearest within a typo of a character or two (--seqs, --dtpye), or one for a word of three; "" when
+// none is near enough.
 std::string nearest_name(const std::string& word, const std::vector<std::string>& names) {
   std::vector<std::string> extending;
   for (const std::string& name : names)
     if (name.rfind(word, 0) == 0 && std::find(extending.begin(), extending.end(), name) == extending.end())
       extending.push_back(name);
   if (extending.size() == 1) return extending.front();
+  if (word.size() <= 2) return "";  // one edit from a one- or two-letter word is any short option: no guess
   std::string best;
   std::size_t best_distance = (word.size() <= 3 ? 1 : std::max<std::size_t>(2, word.size() / 3)) + 1;
   for (const std::string& name : names) {
