@@ -210,7 +210,7 @@ TEST_F(Cli, ListShowsDevicesAndTheBackendTableWithReasons) {
 
   // The terminal table: rows split by mode (and mask) only for the implementation where they matter, and
   // the reasons under the blocks.
-  const Result table = faprobe("list");
+  const Result table = faprobe("list --all");
   ASSERT_EQ(table.status, 0) << table.err;
   EXPECT_NE(table.out.find("devices:"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("  cuda "), std::string::npos) << table.out;
@@ -1070,7 +1070,9 @@ TEST_F(Cli, DevicesSplitThePlanOverWorkersAndResumeFinishesACrashedOne) {
   EXPECT_LT(before, whole.size());
   const Result fresh = faprobe(plan + "--devices 0,1,2 --out part.jsonl", devices);
   EXPECT_EQ(fresh.status, 2);
-  EXPECT_NE(fresh.err.find("holds records of an earlier run; give --resume"), std::string::npos) << fresh.err;
+  EXPECT_NE(fresh.err.find("--out part.jsonl: holds " + std::to_string(before) + " records; continue it with --resume"),
+            std::string::npos)
+      << fresh.err;
   const Result resumed = faprobe(plan + "--devices 0,1,2 --resume --out part.jsonl", devices);
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   keys.clear();

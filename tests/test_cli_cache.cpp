@@ -318,7 +318,7 @@ TEST_F(CliCache, BadFlagCombinationsAndShapesAreOneLineAndExitTwo) {
        "--k-cache (8, 16, 2, 24) and --v-cache (3, 40, 2, 24) must have the same shape"},
       {varlen({{"--q", "varlen/k_cache.npy"}}), "--o (3, 1, 4, 24) must have the shape of --q (3, 40, 2, 24)"},
       {paged({{"--k-cache", "paged/block_table.npy"}}),
-       "--k-cache paged/block_table.npy: dtype '<i4' is not supported (allowed: float32 '<f4', float16 '<f2')"},
+       "--k-cache paged/block_table.npy: dtype '<i4' is not supported (allowed: float32 '<f4', float16 '<f2', float64 '<f8')"},
   };
   for (const auto& [args, fragment] : cases) {
     const Result run = faprobe(args);

@@ -101,7 +101,7 @@ TEST_F(CliPlugins, ACrashingPluginIsAFailedRecordAndTheSweepGoesOn) {
 }
 
 TEST_F(CliPlugins, ListShowsThePluginsSupportTable) {
-  const Result list = faprobe("list --plugin '" + kCAttention + "'");
+  const Result list = faprobe("list --all --plugin '" + kCAttention + "'");
   ASSERT_EQ(list.status, 0) << list.err;
   const std::size_t block = list.out.find("plugin.c_attention (cpu; timed, isolated by default, from ");
   ASSERT_NE(block, std::string::npos) << list.out;

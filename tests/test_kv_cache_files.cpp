@@ -138,7 +138,7 @@ TEST_F(KvCacheFilesTest, EachReaderRefusesTheOthersFiles) {
     FAIL() << "the float reader took an int32 array";
   } catch (const UsageError& error) {
     EXPECT_EQ(std::string(error.what()), "--k-cache " + path("i.npy") +
-                                             ": dtype '<i4' is not supported (allowed: float32 '<f4', float16 '<f2')");
+                                             ": dtype '<i4' is not supported (allowed: float32 '<f4', float16 '<f2', float64 '<f8')");
   }
   HostTensor t(DType::fp32, 1, 1, 1, 1);
   t.set(0, 1.0f);

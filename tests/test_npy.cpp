@@ -295,8 +295,10 @@ numpy.save(os.path.join(d, 'struct.npy'), numpy.zeros((1, 2, 1, 4), dtype=[('x',
   expect_pattern(f16);
   expect_pattern(read_npy(path("v2.npy"), "--v"));
 
-  EXPECT_EQ(error_of(path("f64.npy"), "--q"),
-            "--q " + path("f64.npy") + ": dtype '<f8' is not supported (allowed: float32 '<f4', float16 '<f2')");
+  const HostTensor f64 = read_npy(path("f64.npy"), "--q");  // float64, as NumPy users keep a reference
+  EXPECT_EQ(f64.dtype(), DType::fp32);
+  EXPECT_EQ(shape_of(f64), (std::vector<std::int64_t>{1, 2, 1, 4}));
+  expect_pattern(f64);
   EXPECT_NE(error_of(path("big.npy"), "--q").find("dtype '>f4' is not supported"), std::string::npos);
   EXPECT_EQ(error_of(path("flat.npy"), "--k"),
             "--k " + path("flat.npy") + ": expected a 4-D array (batch, seq, heads, head_dim), got shape (3, 4)");
@@ -379,12 +381,37 @@ TEST_F(NpyTest, MalformedHeaderDicts) {
   }
 }
 
+// float64, what NumPy users keep a reference in: each value rounded to the nearest float32.
+TEST_F(NpyTest, Float64IsReadAsTheNearestFloat32) {
+  const double values[] = {1.0 / 3.0, -2.5, 1e-300, 6e38};
+  std::string data(sizeof(values), '\0');
+  std::memcpy(data.data(), values, sizeof(values));
+  const std::string file = path("f64.npy");
+  write_bytes(file, hand_built("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 1, 2), }", data));
+  bool narrowed = false;
+  const HostTensor t = read_npy(file, "--o", &narrowed);
+  EXPECT_TRUE(narrowed);
+  EXPECT_EQ(t.dtype(), DType::fp32);
+  EXPECT_EQ(shape_of(t), (std::vector<std::int64_t>{1, 2, 1, 2}));
+  EXPECT_EQ(t.get(0), float(1.0 / 3.0));
+  EXPECT_EQ(t.get(1), -2.5f);
+  EXPECT_EQ(t.get(2), 0.0f);
+  EXPECT_TRUE(std::isinf(t.get(3)));  // beyond float32: Inf, which verify then reports as not finite
+  // Short data is refused as for float32.
+  write_bytes(file, hand_built("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 1, 2), }", data.substr(8)));
+  EXPECT_THROW(read_npy(file, "--o"), UsageError);
+  write_bytes(file, hand_built("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1), }", std::string(4, '\0')));
+  read_npy(file, "--o", &narrowed);
+  EXPECT_FALSE(narrowed);
+}
+
 TEST_F(NpyTest, UnsupportedDtypeMessage) {
   const std::string file = path("q.npy");
-  write_bytes(file, hand_built("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }",
+  write_bytes(file, hand_built("{'descr': '<i8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }",
                                std::string(8, '\0')));
-  EXPECT_EQ(error_of(file, "--q"),
-            "--q " + file + ": dtype '<f8' is not supported (allowed: float32 '<f4', float16 '<f2')");
+  EXPECT_EQ(error_of(file, "--q"), "--q " + file +
+                                       ": dtype '<i8' is not supported (allowed: float32 '<f4', float16 '<f2', "
+                                       "float64 '<f8')");
   write_bytes(file, hand_built("{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (1, 1, 1, 1), }",
                                std::string(4, '\0')));
   EXPECT_NE(error_of(file, "--q").find("structured dtypes are not supported"), std::string::npos);

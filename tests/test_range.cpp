@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/range.hpp"
+#include "model/dtype.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe {
@@ -67,11 +68,37 @@ TEST(Range, AGeometricRangeFromZeroIsRefusedAndAnArithmeticOneWorks) {
   }
 }
 
+TEST(Range, DtypesInFaprobesAndPyTorchsNames) {
+  EXPECT_EQ(parse_dtype("bf16", "--dtype"), DType::bf16);
+  EXPECT_EQ(parse_dtype("bfloat16", "--dtype"), DType::bf16);
+  EXPECT_EQ(parse_dtype("torch.bfloat16", "--dtype"), DType::bf16);
+  EXPECT_EQ(parse_dtype("float16", "--dtype"), DType::fp16);
+  EXPECT_EQ(parse_dtype("torch.half", "--dtype"), DType::fp16);
+  EXPECT_EQ(parse_dtype("float32", "--dtype"), DType::fp32);
+  EXPECT_EQ(parse_dtype("torch.float", "--dtype"), DType::fp32);
+  EXPECT_EQ(parse_dtype("float8_e4m3fn", "--dtype"), DType::fp8_e4m3);
+  EXPECT_THROW(parse_dtype("float64", "--dtype"), UsageError);
+  EXPECT_THROW(parse_dtype("torch.", "--dtype"), UsageError);
+  EXPECT_THROW(parse_dtype("numpy.float32", "--dtype"), UsageError);
+}
+
 TEST(Range, SizesAndNumbers) {
   EXPECT_EQ(parse_size("20GiB", "--mem-limit"), 20ull << 30);
   EXPECT_EQ(parse_size("512MB", "--mem-limit"), 512000000ull);
   EXPECT_EQ(parse_size("1.5GB", "--mem-limit"), 1500000000ull);
   EXPECT_EQ(parse_size("4096", "--mem-limit"), 4096ull);
+  // A bare letter (and Kubernetes' Gi) is binary, as `free -g`, Docker and Slurm read it; with a B and no i,
+  // decimal.
+  EXPECT_EQ(parse_size("4G", "--mem-limit"), 4ull << 30);
+  EXPECT_EQ(parse_size("4g", "--mem-limit"), 4ull << 30);
+  EXPECT_EQ(parse_size("4Gi", "--mem-limit"), 4ull << 30);
+  EXPECT_EQ(parse_size("4GiB", "--mem-limit"), 4ull << 30);
+  EXPECT_EQ(parse_size("4GB", "--mem-limit"), 4000000000ull);
+  EXPECT_EQ(parse_size("512M", "--mem-limit"), 512ull << 20);
+  EXPECT_EQ(parse_size("64k", "--mem-limit"), 64ull << 10);
+  EXPECT_EQ(parse_size("64kB", "--mem-limit"), 64000ull);
+  EXPECT_EQ(parse_size("1T", "--mem-limit"), 1ull << 40);
+  EXPECT_THROW(parse_size("4Gb", "--mem-limit"), UsageError);  // bits or bytes: not guessed
   EXPECT_THROW(parse_size("20 furlongs", "--mem-limit"), UsageError);
   EXPECT_THROW(parse_size("0", "--mem-limit"), UsageError);
   EXPECT_DOUBLE_EQ(parse_number("0.5", "--max-noise", 0, 100), 0.5);

@@ -13,7 +13,8 @@
 //     those that differ only in the head_dim or dtype merged ("not 72/80/96");
 //   - an implementation that refuses everything for one reason (cuda.* without a GPU) is one line.
 // So a block is as small as the implementation's rules allow (six lines for a CPU kernel), and every
-// refusal keeps its reason.
+// refusal keeps its reason. Those blocks are `list --all`; plain `list` is one row per implementation with
+// the dtypes, head dims, masks and modes it supports in some combination (print_compact).
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -191,6 +192,89 @@ void print_block(const Implementation& impl, const std::vector<Probe>& probes) {
   fmt::print("\n");
 }
 
+// The compact listing: one row per implementation with the values of each axis it supports in some
+// combination; `*` when not every combination of them is (a dtype at some head dims only, aligned lengths
+// only), which `list --all` shows probe by probe.
+struct CompactRow {
+  std::string name, device, dtypes, head_dims, masks, modes, notes;
+  bool partial = false;
+};
+
+CompactRow compact_row(const Implementation& impl, const std::vector<Probe>& probes) {
+  CompactRow row;
+  row.name = impl.name();
+  row.device = impl.device();
+  std::vector<std::string> notes;
+  if (!impl.timed()) notes.push_back("checked, not timed");
+  if (impl.isolate_by_default()) notes.push_back("isolated");
+  if (const LoadedPlugin* plugin = plugin_of(impl.name())) notes.push_back("from " + plugin->path);
+  row.notes = fmt::format("{}", fmt::join(notes, ", "));
+  auto supported = [&](auto&& has) {
+    return std::any_of(probes.begin(), probes.end(), [&](const Probe& p) { return p.reason.empty() && has(p); });
+  };
+  std::vector<std::string> dtypes, head_dims, masks, modes;
+  for (DType dtype : kDTypes)
+    if (supported([&](const Probe& p) { return p.c.dtype == dtype; })) dtypes.emplace_back(to_string(dtype));
+  for (std::int64_t head_dim : kHeadDims)
+    if (supported([&](const Probe& p) { return p.c.head_dim == head_dim; })) head_dims.push_back(std::to_string(head_dim));
+  for (Mask mask : kMasks)
+    if (supported([&](const Probe& p) { return p.c.mask == mask; })) masks.emplace_back(to_string(mask));
+  for (Mode mode : kModes)
+    if (supported([&](const Probe& p) { return p.c.mode == mode; })) modes.emplace_back(to_string(mode));
+  if (dtypes.empty()) {
+    const std::vector<std::string> reasons = distinct_reasons(probes);
+    row.dtypes = reasons.size() == 1 ? "none: " + reasons.front() : "none (faprobe list --all says why)";
+    return row;
+  }
+  const bool aligned_only = !supported([](const Probe& p) { return !p.aligned; });
+  // Partial: some probe inside the product of the supported values (and lengths) is refused.
+  auto listed = [](const std::vector<std::string>& values, const std::string& value) {
+    return std::find(values.begin(), values.end(), value) != values.end();
+  };
+  for (const Probe& p : probes) {
+    const bool inside = listed(dtypes, std::string(to_string(p.c.dtype))) &&
+                        listed(head_dims, std::to_string(p.c.head_dim)) &&
+                        listed(masks, std::string(to_string(p.c.mask))) &&
+                        listed(modes, std::string(to_string(p.c.mode))) && (p.aligned || !aligned_only);
+    row.partial = row.partial || (inside && !p.reason.empty());
+  }
+  if (aligned_only) notes.insert(notes.begin(), "lengths a multiple of 128");
+  row.notes = fmt::format("{}", fmt::join(notes, ", "));
+  row.dtypes = fmt::format("{}", fmt::join(dtypes, ","));
+  row.head_dims = head_dims.size() == kHeadDims.size() ? "all" : fmt::format("{}", fmt::join(head_dims, ","));
+  row.masks = masks.size() == kMasks.size() ? "all" : fmt::format("{}", fmt::join(masks, ","));
+  row.modes = fmt::format("{}", fmt::join(modes, ","));
+  return row;
+}
+
+void print_compact(const std::vector<const Implementation*>& impls, const std::vector<std::vector<Probe>>& probes) {
+  std::vector<CompactRow> rows;
+  for (std::size_t i = 0; i < impls.size(); ++i) rows.push_back(compact_row(*impls[i], probes[i]));
+  std::size_t name = 14, device = 6, dtypes = 6, head_dims = 8, masks = 5;
+  for (const CompactRow& row : rows) {
+    name = std::max(name, row.name.size() + (row.partial ? 1 : 0));
+    device = std::max(device, row.device.size());
+    if (row.head_dims.empty()) continue;  // a row of "none: <reason>" runs on to the end of the line
+    dtypes = std::max(dtypes, row.dtypes.size());
+    head_dims = std::max(head_dims, row.head_dims.size());
+    masks = std::max(masks, row.masks.size());
+  }
+  fmt::print("  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", "implementation", name, "on", device, "dtypes", dtypes,
+             "head_dim", head_dims, "masks", masks, "modes");
+  for (const CompactRow& row : rows) {
+    const std::string label = row.name + (row.partial ? "*" : "");
+    if (row.head_dims.empty()) {
+      fmt::print("  {:<{}}  {:<{}}  {}\n", label, name, row.device, device, row.dtypes);
+      continue;
+    }
+    const std::string line = fmt::format("  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<15}  {}", label, name, row.device,
+                                         device, row.dtypes, dtypes, row.head_dims, head_dims, row.masks, masks,
+                                         row.modes, row.notes);
+    fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
+  }
+  fmt::print("\n");
+}
+
 template <class Enum, std::size_t N>
 nlohmann::json names_of(const std::array<Enum, N>& values) {
   nlohmann::json names = nlohmann::json::array();
@@ -266,7 +350,7 @@ nlohmann::json listing_entry(const Implementation& impl, const std::vector<Probe
   return entry;
 }
 
-int run_list(bool json, bool variants) {
+int run_list(bool json, bool variants, bool all) {
   const HostInfo host = host_info();
   const nlohmann::json isa = kernel_isa();
   const DeviceScan scan = scan_devices();
@@ -320,15 +404,31 @@ int run_list(bool json, bool variants) {
                device["sm_count"].get<int>(), format_bytes(device["memory_total_bytes"].get<double>()),
                format_bytes(device["l2_bytes"].get<double>()));
   }
-  fmt::print("\nimplementations: ✓ supported, ✗ refused (the reasons follow each block); rows split by mode, mask,\n"
-             "or alignment (aligned: sequence lengths 1024, a multiple of 128; unaligned: 1000) only where that\n"
-             "changes an answer; `faprobe list --json` has every probe.\n\n");
-  for (std::size_t i = 0; i < implementations().size(); ++i) print_block(*implementations()[i], probes_of[i]);
+  auto pointers = [](const auto& owned) {
+    std::vector<const Implementation*> impls;
+    for (const auto& impl : owned) impls.push_back(impl.get());
+    return impls;
+  };
+  if (all) {
+    fmt::print("\nimplementations: ✓ supported, ✗ refused (the reasons follow each block); rows split by mode, mask,\n"
+               "or alignment (aligned: sequence lengths 1024, a multiple of 128; unaligned: 1000) only where that\n"
+               "changes an answer; `faprobe list --json` has every probe.\n\n");
+    for (std::size_t i = 0; i < implementations().size(); ++i) print_block(*implementations()[i], probes_of[i]);
+  } else {
+    fmt::print("\nimplementations: what each supports in some combination (* not in every one; `faprobe list --all`\n"
+               "has each one's table of dtype × head_dim × mask × mode, with the reason for each refusal):\n");
+    print_compact(pointers(implementations()), probes_of);
+  }
   if (variants) {
     fmt::print("variants: one tile of a kernel each, run only when named (--impl cuda.fa3@128x176, or cuda.fa3@* for\n"
-               "all of them); the plain implementation runs the tile marked for each case.\n\n");
-    for (std::size_t i = 0; i < variant_implementations().size(); ++i)
-      print_block(*variant_implementations()[i], variant_probes[i]);
+               "all of them); the plain implementation runs the tile marked for each case.\n{}",
+               all ? "\n" : "");
+    if (all) {
+      for (std::size_t i = 0; i < variant_implementations().size(); ++i)
+        print_block(*variant_implementations()[i], variant_probes[i]);
+    } else {
+      print_compact(pointers(variant_implementations()), variant_probes);
+    }
   } else if (!variant_implementations().empty()) {
     std::vector<std::string> kernels;
     for (const auto& impl : variant_implementations())
@@ -344,17 +444,21 @@ int run_list(bool json, bool variants) {
 void setup_list(CLI::App& app, int& exit_status) {
   auto json = std::make_shared<bool>(false);
   auto variants = std::make_shared<bool>(false);
+  auto all = std::make_shared<bool>(false);
   auto plugins = std::make_shared<std::vector<std::string>>();
   CLI::App* sub = app.add_subcommand("list", "devices found, implementations, and what each supports (and why not)");
   sub->add_flag("--json", *json, "print JSON: the devices and every probe of the support table");
   sub->add_flag("--variants", *variants,
                 "also list the variants (one tile of a kernel each: cuda.fa3@128x176), run only when named");
+  sub->add_flag("--all", *all,
+                "the full support table of each implementation (dtype × head_dim × mask × mode, and aligned or "
+                "unaligned lengths), with the reason for each refusal; by default one row each");
   add_plugin_option(*sub, *plugins);
-  sub->callback([json, variants, plugins, &exit_status] {
+  sub->callback([json, variants, all, plugins, &exit_status] {
     SettingsSource source;
     for (const std::string& library : *plugins) source.add_plugin({library, "--plugin"});
     load_requested_plugins(source);
-    exit_status = run_list(*json, *variants);
+    exit_status = run_list(*json, *variants, *all);
   });
 }
 

@@ -5,7 +5,8 @@
 // twice is an error unless --allow-duplicates keeps the better-measured record.
 //
 // The plan is known when merge is given the sweep's own --config, axes and --impl (re-expanded here, and
-// accepted only when its fingerprint is the parts'), or when the parts are shards of the default sweep or
+// accepted only when its fingerprint is the parts'; the sweep's measurement and run flags, --threads to
+// --shard, are accepted beside them and ignored with a note, so its command line can be pasted whole), or when the parts are shards of the default sweep or
 // the default verify matrix, which merge recognises by their fingerprints. A plan made without --impl is
 // narrowed to the implementations of the machine it ran on (options.hpp), so merge tries it as it is and as
 // a sweep and a verify would narrow it here.
@@ -38,7 +39,22 @@ struct MergeOptions {
   std::string out, json, csv, md;
   bool allow_duplicates = false;
   SettingsOptions settings;  // the plan's --config, axes, --impl and --plugin
+  // The sweep's flags that do not make its plan (--threads, --min-time, --shard ...): taken, so that the sweep's
+  // own command line can be given, and ignored with a note.
+  SettingsOptions run_only;
+  bool resume = false;
+  std::vector<CLI::Option*> run_only_options;
 };
+
+// One line naming the sweep's run-only flags given, which change nothing here.
+void note_ignored_flags(const MergeOptions& options) {
+  std::vector<std::string> given;
+  for (const CLI::Option* option : options.run_only_options)
+    if (option->count() > 0) given.push_back(option->get_name());
+  if (given.empty()) return;
+  fmt::print(stderr, "merge: note: ignoring {}: the sweep's measurement and run flags do not change its plan, and "
+                     "merge measures nothing\n", fmt::join(given, ", "));
+}
 
 bool plan_given(const SettingsOptions& settings) {
   if (!settings.config.empty()) return true;
@@ -74,6 +90,7 @@ void print_list(const std::vector<T>& items, std::size_t limit, Format format) {
 
 int run_merge(const MergeOptions& options) {
   exit_on_first_interrupt();  // nothing to finish: Ctrl-C or SIGTERM ends it at once, with 130
+  note_ignored_flags(options);
   const OutputTargets targets = check_outputs({"", options.json, options.csv, options.md});
   const OutputTarget out = check_output("--out", options.out, OutputUse::document);
   if (out.kind != OutputKind::regular_file) {
@@ -187,6 +204,8 @@ void setup_merge(CLI::App& app, int& exit_status) {
   sub->add_flag("--allow-duplicates", options->allow_duplicates,
                 "keep the better-measured record of a pair given twice, rather than refusing");
   add_axis_options(*sub, options->settings);
+  options->run_only_options = add_run_only_options(*sub, options->run_only, options->resume,
+                                                   "The sweep's measurement and run flags (accepted and ignored)");
   sub->callback([options, &exit_status] { exit_status = run_merge(*options); });
 }
 

@@ -82,6 +82,46 @@ void apply_flags(const SettingsSource& source, Case& c) {
   }
 }
 
+// The tensors of a check, read, with the flags of those that were float64 (rounded to float32 on reading).
+class TensorReader {
+ public:
+  HostTensor read(const std::string& path, const char* flag) {
+    bool narrowed = false;
+    HostTensor tensor = read_npy(path, flag, &narrowed);
+    if (narrowed) narrowed_.push_back(flag);
+    return tensor;
+  }
+  bool narrowed(std::string_view flag) const {
+    return std::find(narrowed_.begin(), narrowed_.end(), flag) != narrowed_.end();
+  }
+  // One line on stderr when any file was float64: its values are checked as the float32 nearest them.
+  void note() const {
+    if (narrowed_.empty()) return;
+    fmt::print(stderr, "verify: {} {} float64, read as the nearest float32 values (relative change below 6e-8, far "
+               "inside every tolerance)\n", fmt::join(narrowed_, ", "), narrowed_.size() == 1 ? "is" : "are");
+  }
+
+ private:
+  std::vector<std::string> narrowed_;
+};
+
+// Without case.json, the files say the shapes and --o's element type but not the precision the output was
+// computed in, the mask (or, for a cache, the mode): what is taken for them is said in one line, with the
+// flags that set them (none for what a flag gave).
+void note_assumptions(const SettingsSource& source, const Case& c, const TensorReader& reader, const std::string& o,
+                      const std::string& mode) {
+  std::vector<std::string> assumed;
+  if (source.values().count("dtype") == 0) {
+    const std::string_view stored = reader.narrowed("--o") ? "float64" : c.dtype == DType::fp16 ? "float16" : "float32";
+    assumed.push_back(fmt::format("dtype {} (--o is {})", to_string(c.dtype), stored));
+  }
+  if (source.values().count("mask") == 0) assumed.push_back(fmt::format("mask {}", to_string(c.mask)));
+  if (!mode.empty()) assumed.push_back(mode);
+  if (assumed.empty()) return;
+  fmt::print(stderr, "verify: no case.json beside --o {}: assuming {}; --dtype and --mask say otherwise\n", o,
+             fmt::join(assumed, ", "));
+}
+
 std::string value_text(double value) { return std::isnan(value) ? "NaN" : value > 0 ? "Inf" : "-Inf"; }
 
 // "--k k.npy: NaN at [0, 17, 1, 5] (batch, seq, head, dim)": the first non-finite element of a file.
@@ -129,8 +169,10 @@ int verify_files(const VerifyOptions& options, const OutputTargets& targets) {
                                    {"--o", &options.o}}) {
     if (path->empty()) throw UsageError(fmt::format("verify with files needs --q, --k, --v and --o; {} is missing", flag));
   }
-  const HostTensor q = read_npy(options.q, "--q"), k = read_npy(options.k, "--k"), v = read_npy(options.v, "--v"),
-                   o = read_npy(options.o, "--o");
+  TensorReader reader;
+  const HostTensor q = reader.read(options.q, "--q"), k = reader.read(options.k, "--k"),
+                   v = reader.read(options.v, "--v"), o = reader.read(options.o, "--o");
+  reader.note();
   check_attention_shapes(q, k, v, o);
   const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
   check_file_flags(source, "--q/--k/--v/--o");
@@ -149,6 +191,8 @@ int verify_files(const VerifyOptions& options, const OutputTargets& targets) {
     c.inputs = saved->c.inputs;  // for the record: the files hold the values themselves
     fmt::print(stderr, "verify: dtype {} and mask {} from {} (flags override)\n", to_string(c.dtype),
                to_string(c.mask), saved->path);
+  } else {
+    note_assumptions(source, c, reader, options.o, "");
   }
   apply_flags(source, c);
   c.validate();
@@ -174,12 +218,14 @@ int verify_cache_files(const VerifyOptions& options, const OutputTargets& target
                                    "(--block-table for a paged pool); {} is missing", flag));
     }
   }
-  KvCacheArrays arrays{read_npy(options.q, "--q"), read_npy(options.k_cache, "--k-cache"),
-                       read_npy(options.v_cache, "--v-cache"), read_npy(options.o, "--o"), std::nullopt,
+  TensorReader reader;
+  KvCacheArrays arrays{reader.read(options.q, "--q"), reader.read(options.k_cache, "--k-cache"),
+                       reader.read(options.v_cache, "--v-cache"), reader.read(options.o, "--o"), std::nullopt,
                        read_npy_int32(options.cache_seqlens, "--cache-seqlens", 1, "(batch,)")};
   if (!options.block_table.empty()) {
     arrays.block_table = read_npy_int32(options.block_table, "--block-table", 2, "(batch, max_blocks_per_seq)");
   }
+  reader.note();
   check_kv_cache(arrays);
   const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
   check_file_flags(source, "--q/--k-cache/--v-cache/--o");
@@ -209,6 +255,10 @@ int verify_cache_files(const VerifyOptions& options, const OutputTargets& target
     c.mode = saved->c.mode;
     fmt::print(stderr, "verify: dtype {}, mask {} and mode {} from {} (flags override dtype and mask)\n",
                to_string(c.dtype), to_string(c.mask), to_string(c.mode), saved->path);
+  } else {
+    note_assumptions(source, c, reader, options.o,
+                     c.mode == Mode::decode ? "mode decode (--q has one query row)"
+                                            : fmt::format("mode prefill (--q has {} query rows)", c.seq_q));
   }
   if (c.varlen() && c.mode != Mode::decode) {
     throw UsageError(fmt::format("--cache-seqlens: the entries' lengths differ, which faprobe's case takes in decode "
@@ -319,7 +369,7 @@ void setup_verify(CLI::App& app, int& exit_status) {
   CLI::App* sub = app.add_subcommand("verify", "check implementations (or output files) against the float64 reference");
   add_case_options(*sub, options->settings, options->output);
   add_shard_option(*sub, options->settings);
-  sub->add_option("--q", options->q, "query .npy (batch, seq_q, heads, head_dim), float32 or float16");
+  sub->add_option("--q", options->q, "query .npy (batch, seq_q, heads, head_dim): float32, float16 or float64 (read as float32)");
   sub->add_option("--k", options->k, "key .npy (batch, seq_k, kv_heads, head_dim)");
   sub->add_option("--v", options->v, "value .npy, shaped like --k");
   sub->add_option("--o", options->o, "output .npy to check, shaped like --q");

@@ -1,11 +1,14 @@
 #include "cli/options.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -41,7 +44,9 @@ void add_axis_options(CLI::App& app, SettingsOptions& settings) {
   add_value(app, settings, "heads", "query heads (default 8)");
   add_value(app, settings, "kv_heads", "key/value heads, dividing --heads (default: = heads; 1 = MQA)");
   add_value(app, settings, "head_dim", "head dimension (default 64)");
-  add_value(app, settings, "dtype", "fp32, fp16, bf16, fp8_e4m3 (default fp32)");
+  add_value(app, settings, "dtype",
+            "fp32, fp16, bf16, fp8_e4m3 (default fp32); PyTorch's names too: float32, float16, bfloat16, "
+            "torch.bfloat16, float8_e4m3fn");
   add_value(app, settings, "mask",
             "none, causal, causal-top-left (default none); causal is bottom-right aligned (flash-attention), "
             "causal-top-left is PyTorch's is_causal");
@@ -65,7 +70,9 @@ void add_measure_options(CLI::App& app, SettingsOptions& settings) {
   add_value(app, settings, "max_noise", "stop when the relative standard error of the mean is below this percent (default 0.5)");
   add_value(app, settings, "min_time", "minimum seconds of samples (default 0.5)");
   add_value(app, settings, "max_time", "cap in seconds per case; longer predicted runs are skipped (default 10)");
-  add_value(app, settings, "mem_limit", "memory limit per case, e.g. 20GiB, 512MB (default: free memory less a margin)");
+  add_value(app, settings, "mem_limit",
+            "memory limit per case: 4G = 4GiB = 4·2^30 bytes, 4GB = 4·10^9 bytes, 512M, 4096 (default: free memory "
+            "less a margin)");
   add_value(app, settings, "threads", "CPU threads (default: all cores)");
   CLI::Option* interleave = app.add_flag(
       "--interleave", settings.interleave,
@@ -117,6 +124,23 @@ void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& o
   add_measure_options(app, settings);
   add_execution_options(app, settings);
   add_output_options(app, output);
+}
+
+std::vector<CLI::Option*> add_run_only_options(CLI::App& app, SettingsOptions& settings, bool& resume,
+                                               const std::string& group) {
+  const std::vector<CLI::Option*> before = app.get_options();
+  add_measure_options(app, settings);
+  add_execution_options(app, settings);
+  add_shard_option(app, settings);
+  add_value(app, settings, "repeat", "processes per pair");
+  app.add_flag("--resume", resume, "continue an earlier run");
+  std::vector<CLI::Option*> added;
+  for (CLI::Option* option : app.get_options()) {
+    if (std::find(before.begin(), before.end(), option) != before.end()) continue;
+    option->group(group);
+    added.push_back(option);
+  }
+  return added;
 }
 
 void add_shard_option(CLI::App& app, SettingsOptions& settings) {
@@ -232,6 +256,16 @@ void refuse_empty_values(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_empty_values(*sub);
 }
 
+void take_last_of_repeated(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    const bool single_value = option->get_expected_max() == 1 && option->get_type_size_max() == 1;
+    if (single_value && option->get_multi_option_policy() == CLI::MultiOptionPolicy::Throw) {
+      option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    }
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) take_last_of_repeated(*sub);
+}
+
 std::string command_line() { return g_command_line; }
 
 DeviceScan scan_devices() {
@@ -302,6 +336,15 @@ namespace faprobe::cli {
 
 namespace {
 
+// The cores this process may run on (its affinity mask, as `taskset` and Slurm set it); the machine's count
+// where the mask cannot be read.
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return std::max(1, int(std::thread::hardware_concurrency()));
+}
+
 // How long the host's rates are measured before a run: a second before timed runs (sweep, run), 0.2 s before
 // verify; FAPROBE_CALIBRATION_SECONDS sets it (0.01 to 60), for scripts and test suites that start many short
 // runs. The run's --json records the time used (rates.calibration_seconds).
@@ -311,11 +354,23 @@ double calibration_seconds(bool timing) {
   return parse_number(setting, "FAPROBE_CALIBRATION_SECONDS", 0.01, 60.0);
 }
 
+// More threads than the cores this process may run on: they take turns on the cores, so the times are the
+// scheduler's as much as the kernel's. A warning, not an error: oversubscribing is sometimes what is studied.
+void warn_threads_beyond_cores(const MeasureSettings& measure, const SettingsSource& source) {
+  const int cores = usable_cores();
+  if (measure.threads <= cores) return;
+  const auto it = source.values().find("threads");
+  fmt::print(stderr, "faprobe: warning: {} {} is more than the {} cores this process may use; threads will take turns "
+             "on them and times will be slower than the machine can do\n",
+             it != source.values().end() ? it->second.origin : std::string("--threads"), measure.threads, cores);
+}
+
 }  // namespace
 
 RunOptions make_run_options(const Plan& plan, const SettingsSource& source, const SettingsOptions& settings,
                             const OutputOptions& output, bool timing) {
   const double calibration_s = calibration_seconds(timing);  // a bad setting is refused before any file is opened
+  warn_threads_beyond_cores(plan.measure, source);
   try {
     cpu::max_cpu_isa_setting();  // the CPU kernels' cap (cpu/cpu_isa.hpp), refused here rather than per case
     cpu::cpu_path_setting();     // and their forced path
@@ -374,8 +429,13 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   if (output.resume && output.out_jsonl.empty()) {
     throw UsageError("--resume needs --out FILE.jsonl (the records to resume from)");
   }
-  // Every output checked, --out locked and resumed, before the calibration below: that measures too, and a
-  // run that cannot keep its results should not start.
+  // Every output checked, --out locked and resumed (or, without --resume, refused where it holds a record of
+  // one of this run's pairs), before the calibration below: that measures too, and a run that cannot keep its
+  // results should not start.
+  std::set<std::string> keys;
+  for (const PlanPair& pair : plan_pairs(plan))
+    if (!options.shard || options.shard->keys.count(pair.key()) > 0) keys.insert(pair.key());
+  options.planned_keys = std::move(keys);
   options.files = open_run_files(options);
   options.mem_limit = plan.measure.mem_limit.value_or(0);  // 0: each implementation's device default
   // At the run's thread count (--threads; every core without it): a one-thread run's ceiling is one core's.
@@ -415,8 +475,11 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   });
   if (runs_gpu && settings.devices.empty()) options.nvml->start_sampling(std::chrono::milliseconds(100));
   options.metadata = run_metadata(rates);
-  options.metadata["mem_limit_bytes"] =
-      options.mem_limit != 0 ? nlohmann::json(options.mem_limit) : nlohmann::json("device default");
+  // A number or null, never a string in a number's place: where the limit came from is a field of its own.
+  const auto mem_limit_setting = source.values().find("mem_limit");
+  options.metadata["mem_limit_bytes"] = options.mem_limit != 0 ? nlohmann::json(options.mem_limit) : nlohmann::json();
+  options.metadata["mem_limit_source"] =
+      mem_limit_setting != source.values().end() ? mem_limit_setting->second.origin : std::string("device default");
   options.metadata["measure"] = {{"warmup", plan.measure.warmup},
                                  {"min_samples", plan.measure.min_samples},
                                  {"max_noise_percent", plan.measure.max_noise_percent},
@@ -424,8 +487,9 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
                                  {"max_time_s", plan.measure.max_time_s},
                                  {"verify", plan.measure.verify},
                                  {"interleave", timing && plan.measure.interleave}};
-  options.metadata["isolate"] = options.isolate ? nlohmann::json(*options.isolate)
-                                                : nlohmann::json("implementation default (cuda.*, plugin.*)");
+  // A boolean or null (each implementation's default: cuda.* and plugin.* isolated), never a string.
+  options.metadata["isolate"] = options.isolate ? nlohmann::json(*options.isolate) : nlohmann::json();
+  if (!options.isolate) options.metadata["isolate_default"] = "cuda.*, plugin.*";
   return options;
 }
 

@@ -52,6 +52,13 @@ struct OutputOptions {
 // alone, to re-expand the plan of the shards it merges).
 void add_axis_options(CLI::App& app, SettingsOptions& settings);
 
+// The options of sweep's command line that do not change its plan (MEASURE, --strict, --isolate, --no-isolate,
+// --isolate-timeout, --repeat, --resume, --shard, --devices) on `app`, bound to `settings` and `resume`, under
+// the help heading `group`; returns them. merge takes them so that the sweep's own command line names its
+// plan, and ignores them.
+std::vector<CLI::Option*> add_run_only_options(CLI::App& app, SettingsOptions& settings, bool& resume,
+                                               const std::string& group);
+
 // AXES, MEASURE and OUTPUT of DESIGN.md's command line, for sweep, verify and run, plus --strict, --isolate,
 // --no-isolate and --isolate-timeout.
 void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& output);
@@ -83,6 +90,10 @@ void narrow_to_this_machine(Plan& plan, bool verify);
 // variable in a job script): a ParseError naming the flag, exit status 2, before any work. faprobe keeps ""
 // for "not given", so an empty value would otherwise be the flag left out.
 void refuse_empty_values(CLI::App& app);
+
+// A value option given twice (`--threads 4 ... --threads 2`) takes the last, as most command lines do (a
+// script that appends a flag to a base command overrides it); repeatable options (--plugin) keep them all.
+void take_last_of_repeated(CLI::App& app);
 
 std::string command_line();  // argv as given, for the metadata
 

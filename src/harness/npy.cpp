@@ -40,7 +40,7 @@ constexpr std::size_t kAlign = 64;       // the spec's alignment of the data (Nu
 // such an array (NumPy's own reader refuses headers over 10000 bytes by default).
 constexpr std::uint32_t kMaxHeaderBytes = 1u << 16;
 constexpr int kMaxNesting = 16;  // the header parser's recursion limit
-constexpr std::string_view kAllowedDtypes = "allowed: float32 '<f4', float16 '<f2'";
+constexpr std::string_view kAllowedDtypes = "allowed: float32 '<f4', float16 '<f2', float64 '<f8'";
 
 // Every read error starts with "--q q.npy: ".
 class Source {
@@ -417,15 +417,29 @@ void write_npy_int32(const std::string& path, const Int32Array& array) {
   finish_writing(out, path);
 }
 
-HostTensor read_npy(const std::string& path, std::string_view flag) {
-  static const ArrayKind kTensor{{{"<f4", 4}, {"<f2", 2}}, kAllowedDtypes, 4,
+HostTensor read_npy(const std::string& path, std::string_view flag, bool* narrowed_from_float64) {
+  static const ArrayKind kTensor{{{"<f4", 4}, {"<f2", 2}, {"<f8", 8}}, kAllowedDtypes, 4,
                                  "a 4-D array (batch, seq, heads, head_dim)"};
   const Source source(flag, path);
   InputFile in(path, flag);  // a regular file, or a UsageError that names the flag
   const ArrayHeader header = read_header(in, kTensor, source);
+  const bool float64 = header.descr == "<f8";
+  if (narrowed_from_float64 != nullptr) *narrowed_from_float64 = float64;
   const DType dtype = header.descr == "<f2" ? DType::fp16 : DType::fp32;
   HostTensor tensor(dtype, header.shape[0], header.shape[1], header.shape[2], header.shape[3]);
-  if (!in.read(tensor.data<char>(), header.data_bytes)) source.fail("read error in the data");
+  if (!float64) {
+    if (!in.read(tensor.data<char>(), header.data_bytes)) source.fail("read error in the data");
+    return tensor;
+  }
+  // float64, rounded to the nearest float32 a chunk at a time (no second copy of the whole array).
+  std::vector<double> chunk(std::size_t(1) << 16);
+  float* out = tensor.data<float>();
+  for (std::int64_t done = 0, total = tensor.elements(); done < total;) {
+    const std::size_t count = std::size_t(std::min<std::int64_t>(std::int64_t(chunk.size()), total - done));
+    if (!in.read(reinterpret_cast<char*>(chunk.data()), count * sizeof(double))) source.fail("read error in the data");
+    for (std::size_t i = 0; i < count; ++i) out[done + std::int64_t(i)] = float(chunk[i]);
+    done += std::int64_t(count);
+  }
   return tensor;
 }
 

@@ -7,10 +7,10 @@
 // padded with spaces and ending in '\n' so that the data starts at a multiple of 64 bytes, then the data
 // in C order.
 //
-// Tensors: only 4-D (batch, seq, heads, head_dim) little-endian float32 and float16 arrays are read. Index
-// arrays (a block table, cache lengths): only 1-D or 2-D little-endian int32, by a reader of their own, so
-// that neither reader takes what the other expects. Everything else, and any malformed file, is a
-// UsageError naming the flag and the file. Both readers bound the header, check every field against the
+// Tensors: only 4-D (batch, seq, heads, head_dim) little-endian float32, float16 and float64 arrays are read
+// (float64 rounded to float32). Index arrays (a block table, cache lengths): only 1-D or 2-D little-endian
+// int32, by a reader of their own, so that neither reader takes what the other expects. Everything else, and
+// any malformed file, is a UsageError naming the flag and the file. Both readers bound the header, check every field against the
 // file's size and the data's size against the shape before they allocate, so garbage input never crashes
 // them.
 #pragma once
@@ -41,9 +41,11 @@ struct Int32Array {
 // Writes `array` as '<i4'; throws std::runtime_error naming the file when it cannot be written.
 void write_npy_int32(const std::string& path, const Int32Array& array);
 
-// Reads a 4-D C-order '<f4' (-> fp32) or '<f2' (-> fp16) array. `flag` is the command-line flag the
-// path came from ("--q"); it and the path start every error message: "--q q.npy: <what is wrong>".
-HostTensor read_npy(const std::string& path, std::string_view flag);
+// Reads a 4-D C-order '<f4' (-> fp32), '<f2' (-> fp16) or '<f8' array; float64 (what NumPy users keep a
+// reference in) is rounded to the nearest float32, and `narrowed_from_float64`, when given, says whether it
+// was. `flag` is the command-line flag the path came from ("--q"); it and the path start every error message:
+// "--q q.npy: <what is wrong>".
+HostTensor read_npy(const std::string& path, std::string_view flag, bool* narrowed_from_float64 = nullptr);
 
 // Reads a C-order '<i4' array of exactly `dims` (1 or 2) dimensions, none of them zero; `axes` names them
 // in the message for a wrong shape ("(batch,)"). Errors start like read_npy's: "--block-table F: ...".

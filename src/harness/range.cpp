@@ -163,9 +163,14 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
     ++digits;
   const std::string number(original.substr(0, digits));
   const std::string_view unit = trim(original.substr(digits));
+  // A unit with a B and no i is decimal (4GB = 4·10^9 bytes); a bare letter is binary, as `free -g`, Docker's
+  // --memory and Slurm's --mem read it (4G = 4GiB = 4·2^30 bytes); so is Kubernetes' Gi.
+  static constexpr double kKi = 1024.0, kMi = kKi * 1024.0, kGi = kMi * 1024.0, kTi = kGi * 1024.0;
   static constexpr std::pair<std::string_view, double> kUnits[] = {
-      {"", 1.0},      {"B", 1.0},       {"KB", 1e3},          {"MB", 1e6},           {"GB", 1e9},
-      {"TB", 1e12},   {"KiB", 1024.0},  {"MiB", 1048576.0},   {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+      {"", 1.0},   {"B", 1.0},   {"KB", 1e3},  {"kB", 1e3},  {"MB", 1e6},  {"GB", 1e9},  {"TB", 1e12},
+      {"KiB", kKi}, {"MiB", kMi}, {"GiB", kGi}, {"TiB", kTi}, {"Ki", kKi},  {"Mi", kMi},  {"Gi", kGi},
+      {"Ti", kTi},  {"K", kKi},   {"M", kMi},   {"G", kGi},   {"T", kTi},   {"k", kKi},   {"m", kMi},
+      {"g", kGi},   {"t", kTi}};
   double scale = 0;
   for (const auto& [name, factor] : kUnits) {
     if (unit == name) scale = factor;
@@ -173,7 +178,7 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
   double value = 0;
   const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), value);
   if (number.empty() || error != std::errc() || end != number.data() + number.size() || scale == 0) {
-    throw UsageError(fmt::format("{}: '{}' is not a size (examples: 20GiB, 512MB, 1.5GB, 4096)", what, original));
+    throw UsageError(fmt::format("{}: '{}' is not a size (examples: 4G or 4GiB = 4·2^30 bytes, 4GB = 4·10^9 bytes, 512M, 1.5GB, 4096)", what, original));
   }
   const double bytes = value * scale;
   if (!(bytes >= 1.0) || bytes > 1e18) {

@@ -546,6 +546,35 @@ void require_supported(const Plan& plan) {
         }
 }
 
+namespace {
+
+// A run without --resume onto records of an earlier one would measure those pairs again beside them: two
+// records of a pair, which report, compare and merge then refuse. So an --out that holds a record of one of
+// this run's pairs (or a torn last line, which appending would bury) is either continued (--resume) or left
+// alone, and the message gives both ways out. Records of other pairs only (another implementation's verify
+// into one file, as scripts/device-check.sh does) are added to, with a note.
+void check_earlier_records(AppendFile& file, const OutputTarget& out, const RunOptions& options) {
+  std::error_code error;
+  const std::uintmax_t bytes = std::filesystem::file_size(out.file, error);
+  if (error || bytes == 0) return;
+  const ResumeFile earlier = parse_resume_jsonl(file.read_all(kMaxJsonlBytes), out.path);
+  const std::size_t total = earlier.records.size();
+  std::size_t ours = 0;
+  for (const Record& record : earlier.records) ours += !options.planned_keys || options.planned_keys->count(record.key()) > 0;
+  const bool torn = earlier.torn_line != 0 || earlier.missing_newline;
+  if (ours == 0 && !torn) {
+    fmt::print(stderr, "faprobe: note: {}: adding this run's records to its {} record{} of other pairs\n", out.name(),
+               total, total == 1 ? "" : "s");
+    return;
+  }
+  throw UsageError(fmt::format("{}: holds {} record{}{}{}; continue it with --resume or choose another file",
+                               out.name(), total, total == 1 ? "" : "s",
+                               ours == 0 || ours == total ? "" : fmt::format(", {} of them this run's pairs", ours),
+                               torn ? " and a torn last line" : ""));
+}
+
+}  // namespace
+
 std::shared_ptr<RunFiles> open_run_files(const RunOptions& options) {
   auto files = std::make_shared<RunFiles>();
   // Every path is checked before any is opened, so a bad one leaves nothing behind.
@@ -558,6 +587,7 @@ std::shared_ptr<RunFiles> open_run_files(const RunOptions& options) {
   }
   if (!out) return files;
   auto file = std::make_unique<AppendFile>(*out);  // locked from here on
+  if (!options.resume && out->kind == OutputKind::regular_file) check_earlier_records(*file, *out, options);
   if (options.resume) {
     const std::string bytes = file->read_all(kMaxJsonlBytes);
     ResumeFile resumed = parse_resume_jsonl(bytes, out->path);

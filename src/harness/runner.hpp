@@ -53,6 +53,9 @@ struct RunOptions {
   std::string out_jsonl;       // streamed records ("" = none, "-" = stdout)
   std::string json_path, csv_path, md_path;  // rewritten at most once a second and at the end ("" = none)
   bool resume = false;         // skip cases already in out_jsonl
+  // This run's pair keys (PlanPair::key), for open_run_files: without --resume, an --out that holds a record of
+  // one of them is refused (a second record of a pair); unset, any record in it is.
+  std::optional<std::set<std::string>> planned_keys;
   // The files above, checked and opened by open_run_files before anything is measured; when null, run_plan
   // opens them itself.
   std::shared_ptr<RunFiles> files;

@@ -1,6 +1,7 @@
 #include "model/dtype.hpp"
 
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -23,7 +24,18 @@ DType parse_dtype(std::string_view text, std::string_view what) {
   for (DType dtype : {DType::fp32, DType::fp16, DType::bf16, DType::fp8_e4m3}) {
     if (text == to_string(dtype)) return dtype;
   }
-  throw UsageError(fmt::format("{}: unknown dtype '{}' (allowed: fp32, fp16, bf16, fp8_e4m3)", what, text));
+  // PyTorch's names (torch.bfloat16 or bfloat16), so that a dtype copied from a model's code is taken as is.
+  std::string_view name = text;
+  if (name.rfind("torch.", 0) == 0) name.remove_prefix(6);
+  static constexpr std::pair<std::string_view, DType> kAliases[] = {
+      {"float32", DType::fp32},  {"float", DType::fp32},      {"float16", DType::fp16},
+      {"half", DType::fp16},     {"bfloat16", DType::bf16},  {"float8_e4m3fn", DType::fp8_e4m3}};
+  for (const auto& [alias, dtype] : kAliases) {
+    if (name == alias) return dtype;
+  }
+  throw UsageError(fmt::format("{}: unknown dtype '{}' (allowed: fp32, fp16, bf16, fp8_e4m3, or PyTorch's float32, "
+                               "float16, bfloat16, float8_e4m3fn)",
+                               what, text));
 }
 
 std::size_t dtype_bytes(DType dtype) {
