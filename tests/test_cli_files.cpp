@@ -298,10 +298,11 @@ TEST_F(Cli, StdoutCarriesOneDocumentAloneAndTheTableGoesToStderr) {
   // bandwidth above the copy rate: data in cache).
   std::vector<std::string> md_rows;
   for (const std::string& line : lines_of(md.out)) {
-    if (!line.empty() && line.front() == '|')
+    if (!line.empty() && line.front() == '|') {
       md_rows.push_back(line);
-    else if (!line.empty())
+    } else if (!line.empty()) {
       EXPECT_TRUE(line == kBusyLegend || line == std::string("\\") + kCacheLegend) << "not a table row: " << line;
+    }
   }
   EXPECT_EQ(md_rows.size(), 4u) << md.out;
 
