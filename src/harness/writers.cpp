@@ -265,7 +265,10 @@ struct TableCells {
 
 TableCells table_cells(const Record& r) {
   TableCells cells{r.impl, r.c.label(), std::string(to_string(r.status)), "-", "-", "-", "-", "-"};
-  if (r.time) cells.median = (r.time->contended ? "busy " : "") + format_seconds(r.time->median);
+  if (r.time) {
+    cells.median = std::string(r.time->contended ? "busy " : "") + (r.time->samples == 1 ? "n=1 " : "") +
+                   format_seconds(r.time->median);
+  }
   if (const auto gflops = r.gflops()) cells.gflops = fmt::format("{:.1f}", *gflops);
   if (r.bandwidth_fraction) cells.bandwidth_percent = fmt::format("{:.1f}", *r.bandwidth_fraction * 100);
   if (r.memory.peak_bytes) cells.peak = format_bytes(double(r.memory.peak_bytes));
@@ -295,15 +298,17 @@ std::string markdown_document(const std::vector<Record>& records) {
       "| implementation | case | status | median time | GFLOP/s | % of copy bandwidth | peak memory "
       "| check (max abs diff) |\n"
       "|---|---|---|---:|---:|---:|---:|---|\n";
-  bool any_busy = false;
+  bool any_busy = false, any_one_sample = false;
   for (const Record& record : records) {
     const TableCells c = table_cells(record);
     text += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(c.impl),
                         markdown_cell(c.case_label), c.status, c.median, c.gflops, c.bandwidth_percent, c.peak,
                         markdown_cell(c.check));
     any_busy = any_busy || (record.time && record.time->contended);
+    any_one_sample = any_one_sample || (record.time && record.time->samples == 1);
   }
   if (any_busy) text += fmt::format("\n{}\n", kBusyLegend);
+  if (any_one_sample) text += fmt::format("\n{}\n", kOneSampleLegend);
   return text;
 }
 
@@ -329,6 +334,10 @@ void TableWriter::write(const Record& record) {
     fmt::print(out_, "    {}\n", kBusyLegend);
     for (const std::string& line : record.time->contended->evidence) fmt::print(out_, "    busy: {}\n", line);
     busy_explained_ = true;
+  }
+  if (record.time && record.time->samples == 1 && !one_sample_explained_) {
+    fmt::print(out_, "    {}\n", kOneSampleLegend);
+    one_sample_explained_ = true;
   }
   out_.flush();
 }

@@ -102,12 +102,18 @@ class TableWriter {
   std::ostream& out_;
   bool header_written_ = false;
   bool busy_explained_ = false;
+  bool one_sample_explained_ = false;
 };
 
 // What "busy" before a median means, in the table and under the Markdown document.
 inline constexpr const char* kBusyLegend =
     "busy: the machine was busy while the samples were taken (time_s.contended has the evidence): the time is "
     "partly the scheduler's, not the kernel's; rerun when the machine is quiet";
+
+// What "n=1" before a median means (a record of one timed sample), in the table and under the Markdown document.
+inline constexpr const char* kOneSampleLegend =
+    "n=1: one timed sample (time_s.one_sample; --min-samples 1 past --max-time, or a budget spent by the first): "
+    "no spread, so no sign of how far it may be off";
 
 std::string format_seconds(double seconds);  // "12.3 ms"
 
