@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <string>
@@ -200,6 +201,18 @@ TEST_F(CliPlan, MaxTotalSkipsThePairsPastTheBudgetInThePlanAndTheRun) {
     EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << bad << ": " << refused.err;
     EXPECT_FALSE(fs::exists(path("x.jsonl"))) << bad;
   }
+}
+
+// The progress line (drawn on a terminal only: script(1) gives the run one) shows an ETA from the first pair
+// on, from the predictions: about 0.6 s for a pair that samples for --min-time 0.6, where it used to show
+// "--:--" until a pair had finished.
+TEST_F(CliPlan, TheProgressLineHasAnEtaFromTheFirstPairOn) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1) to run faprobe on a terminal";
+  const Result run = shell("script -qec \"'" FAPROBE_BINARY "' sweep --impl cpu.tiled --seq 17 --heads 2 --head-dim 16 "
+                           "--min-samples 2 --min-time 0.6 --max-noise 100 --max-time 5 --warmup 0 --out r.jsonl\" "
+                           "/dev/null");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("[1/1] cpu.tiled b1 h2 s17 d16 fp32  ETA 0:01"), std::string::npos) << run.out;
 }
 
 // `faprobe ab` compares its sides' pairs and settings, not their predictions; a side from before the plan
