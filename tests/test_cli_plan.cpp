@@ -103,6 +103,14 @@ TEST_F(CliPlan, VerifyDryRunShowsThePlanAndRunsNothing) {
   EXPECT_NE(dry.out.find("2 pairs: 1 to check, 0 skipped, 1 unsupported"), std::string::npos) << dry.out;
   EXPECT_EQ(dry.err.find("records"), std::string::npos) << "nothing ran: " << dry.err;
 
+  // verify samples nothing: past its --max-time a pair is skipped, --min-samples 1 or not.
+  const Result over = faprobe("verify --dry-run --impl cpu.naive --seq 1024 --heads 4 --head-dim 64 --max-time 0.001 "
+                              "--min-samples 1");
+  ASSERT_EQ(over.status, 0) << over.err;
+  const std::string fate = plan_rows(over.out).fate.at("cpu.naive b1 h4 s1024 d64 fp32");
+  EXPECT_EQ(fate.rfind("skipped: predicted ", 0), 0u) << fate;
+  EXPECT_EQ(fate.substr(fate.size() - 12), "(--max-time)") << fate;
+
   const Result files = faprobe("verify --dry-run --q q.npy --k k.npy --v v.npy --o o.npy");
   EXPECT_EQ(files.status, 2);
   EXPECT_NE(files.err.find("--dry-run"), std::string::npos) << files.err;

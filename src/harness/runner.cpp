@@ -109,11 +109,13 @@ bool screen(const Implementation& impl, const Case& c, const MeasureSettings& me
       return false;
     }
   }
-  // --min-samples 1 says one sample is enough: such a pair runs once however long (one_sample_pair).
-  if (record.predicted_time_s > measure.max_time_s && measure.min_samples > 1) {
+  // In a timed run --min-samples 1 says one sample is enough: such a pair runs once however long
+  // (one_sample_pair). verify samples nothing, so its --max-time alone decides.
+  if (record.predicted_time_s > measure.max_time_s && (measure.min_samples > 1 || !options.timing)) {
     record.status = Status::skipped;
-    record.reason = fmt::format("predicted {} per run, budget {} (--max-time); --min-samples 1 runs it once",
-                                format_seconds(record.predicted_time_s), format_seconds(measure.max_time_s));
+    record.reason = fmt::format("predicted {} per run, budget {} (--max-time){}",
+                                format_seconds(record.predicted_time_s), format_seconds(measure.max_time_s),
+                                options.timing ? "; --min-samples 1 runs it once" : "");
     return false;
   }
   return true;

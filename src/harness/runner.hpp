@@ -147,8 +147,8 @@ Record run_one(const Implementation& impl, const Case& c, const MeasureSettings&
 bool screen(const Implementation& impl, const Case& c, const MeasureSettings& measure, const RunOptions& options,
             bool device_limit, Record& record);
 // A screened pair whose single run is predicted to exceed --max-time and that runs all the same, because
-// --min-samples 1 says one sample is enough: it gets its checked first run and exactly one timed sample, no
-// further warm-up.
+// --min-samples 1 says one sample is enough (timed runs only; screen() skips it in verify): it gets its
+// checked first run and exactly one timed sample, no further warm-up.
 bool one_sample_pair(const Record& screened, const MeasureSettings& measure);
 // The settings that sample a pair after its checked first run of `first_run_s` seconds: the warm-up runs
 // left, the budget left, or the one sample of a one_sample_pair.
