@@ -153,6 +153,7 @@ struct Fake {
   std::uint64_t predicted_bytes = 0, prepare_bytes = 0, run_bytes = 0;
   int throw_at_run = 0, interrupt_at_run = 0;
   bool throw_in_prepare = false, timed = true;
+  double predicted = 0;  // predicted_seconds()
 };
 
 class FakeImplementation final : public Implementation {
@@ -162,7 +163,7 @@ class FakeImplementation final : public Implementation {
   std::string device() const override { return "test CPU"; }
   std::string supports(const Case&) const override { return ""; }
   std::uint64_t predicted_bytes(const Case&) const override { return fake_.predicted_bytes; }
-  double predicted_seconds(const Case&, const MachineRates&) const override { return 0; }
+  double predicted_seconds(const Case&, const MachineRates&) const override { return fake_.predicted; }
   bool timed() const override { return fake_.timed; }
   std::unique_ptr<PreparedCase> prepare(const Case&) const override {
     log_.push_back("prepare " + fake_.name);
@@ -401,6 +402,83 @@ TEST_F(Interleave, RecordsSayTheOrderAndOlderRecordsReadAsSequential) {
   EXPECT_EQ(sequential.get<Record>().time->order, SampleOrder::sequential);
   sequential["time_s"]["order"] = "shuffled";
   EXPECT_THROW(sequential.get<Record>(), std::invalid_argument);
+}
+
+// --- the plan's predictions (plan_run, --dry-run) ---
+
+// predicted_pair_seconds counts the runs run_one takes, for a fake whose runs take what it predicts: the
+// checked run, the warm-ups, the samples up to --min-samples and --min-time or the budget; one sample past
+// --max-time with --min-samples 1 (one_sample_pair), else a skip that says so.
+TEST_F(Interleave, PredictedPairSecondsCountTheRunsTheRunnerTakes) {
+  struct Example {
+    double seconds;
+    int warmup, min_samples;
+    double min_time, max_time;
+    int runs;  // what run_one takes
+  };
+  const Example examples[] = {
+      {0.125, 2, 3, 1.0, 100, 1 + 1 + 8},  // --min-time: 8 samples of 0.125 s
+      {0.125, 1, 12, 0.0, 100, 1 + 12},    // --min-samples
+      {0.25, 3, 5, 0.0, 1.0, 1 + 2 + 1},   // the budget: 0.75 s after the first run, two warm-ups, then one sample
+      {4.0, 3, 1, 0.0, 1.0, 2},            // one sample past --max-time: the checked run and one sample
+  };
+  for (const Example& example : examples) {
+    log.clear();
+    MeasureSettings measure = settings(example.warmup, example.min_samples, /*max_noise=*/100, example.max_time);
+    measure.min_time_s = example.min_time;
+    Fake fake{"F", {example.seconds}};
+    fake.predicted = example.seconds;
+    const FakeImplementation impl(fake, log);
+    const Record record = run_one(impl, Case{}, measure, options());
+    ASSERT_EQ(record.status, Status::ok) << record.reason;
+    EXPECT_EQ(int(runs().size()), example.runs) << example.seconds << " s, max_time " << example.max_time;
+    EXPECT_NEAR(predicted_pair_seconds(example.seconds, measure, /*timed=*/true), example.runs * example.seconds, 1e-9)
+        << example.seconds << " s, max_time " << example.max_time;
+    EXPECT_EQ(one_sample_pair(record, measure), example.min_samples == 1 && example.seconds > example.max_time);
+    ASSERT_TRUE(record.time.has_value());
+    if (one_sample_pair(record, measure)) {
+      EXPECT_EQ(record.time->samples, 1);
+    }
+    // A record of one sample says so, whatever gave it one (the third example's budget does too).
+    const nlohmann::json time = nlohmann::json(record).at("time_s");
+    EXPECT_EQ(time.contains("one_sample"), record.time->samples == 1) << time.dump();
+    if (record.time->samples == 1) {
+      EXPECT_EQ(time.at("one_sample"), true);
+    }
+  }
+  EXPECT_DOUBLE_EQ(predicted_pair_seconds(4.0, settings(1, 10, 100, 60), /*timed=*/false), 4.0);  // verify: one run
+
+  // --min-samples above 1: skipped, with the way out.
+  log.clear();
+  Fake slow{"S", {4.0}};
+  slow.predicted = 4.0;
+  const Record skipped = run_one(FakeImplementation(slow, log), Case{}, settings(1, 2, 100, 1.0), options());
+  EXPECT_EQ(skipped.status, Status::skipped);
+  EXPECT_EQ(skipped.reason, "predicted 4.000 s per run, budget 1.000 s (--max-time); --min-samples 1 runs it once");
+  EXPECT_TRUE(runs().empty());
+
+  // Interleaved, a pair past --max-time is sampled once too, without the rounds' warm-up.
+  log.clear();
+  add({"quick", {0.125}});
+  Fake long_one{"long", {4.0}};
+  long_one.predicted = 4.0;
+  add(long_one);
+  const std::vector<Record> records = run(settings(/*warmup=*/2, /*min_samples=*/1, /*max_noise=*/100, /*max_time=*/1.0));
+  ASSERT_TRUE(records[1].time.has_value()) << records[1].reason;
+  EXPECT_EQ(records[1].time->samples, 1);
+  EXPECT_EQ(std::count(log.begin(), log.end(), "long"), 2);  // its checked run and its one sample
+}
+
+// The progress line's ETA: from the predictions before anything finished, scaled by how the finished part
+// compared with its prediction; without predictions, from the pairs finished.
+TEST(Progress, EtaComesFromThePredictionsFromTheFirstPairOn) {
+  EXPECT_EQ(eta_text(0, 10, 0.0, 0.0, 125.0), "2:05");
+  EXPECT_EQ(eta_text(0, 10, 0.0, 0.0, 0.0), "--:--");         // nothing predicted, nothing finished
+  EXPECT_EQ(eta_text(5, 10, 20.0, 0.0, 0.0), "0:20");         // 4 s a pair, 5 left
+  EXPECT_EQ(eta_text(1, 10, 20.0, 10.0, 70.0), "2:00");       // twice as slow as predicted: 60 s left → 120
+  EXPECT_EQ(eta_text(1, 10, 1000.0, 10.0, 70.0), "4:00");     // the scale held at 4
+  EXPECT_EQ(eta_text(1, 10, 5.0, 0.5, 70.0), "1:10");         // under a second predicted done: not scaled yet
+  EXPECT_EQ(eta_text(0, 10, 0.0, 0.0, 3725.0), "1:02:05");
 }
 
 TEST(Runner, InterleavedSweepOfRealImplementationsIsCheckedAndKeepsEachPeak) {

@@ -23,26 +23,6 @@ struct SweepOptions {
   bool dry_run = false;
 };
 
-// --dry-run: the pairs the sweep would measure (this shard's, with --shard), one "IMPL CASE" line each, and
-// the measurement settings, on stdout; nothing is measured or written. `faprobe ab` compares its two sides'
-// plans with it before either measures anything.
-void print_plan(const Plan& plan, const SettingsOptions& settings) {
-  std::optional<ShardSelection> shard;
-  if (!settings.shard.empty()) shard = select_shard(plan, parse_shard_setting(settings.shard));
-  std::size_t pairs = 0;
-  std::string lines;
-  for (const PlanPair& pair : plan_pairs(plan)) {
-    if (shard && shard->keys.count(pair.key()) == 0) continue;
-    lines += fmt::format("{} {}\n", pair.impl, pair.c.label());
-    ++pairs;
-  }
-  const MeasureSettings& m = plan.measure;
-  fmt::print("{}measure: warmup {} min_samples {} min_time {} s max_time {} s max_noise {} % threads {} verify {} "
-             "interleave {}\n{} pairs\n",
-             lines, m.warmup, m.min_samples, m.min_time_s, m.max_time_s, m.max_noise_percent,
-             m.threads > 0 ? std::to_string(m.threads) : std::string("all"), m.verify, m.interleave, pairs);
-}
-
 std::string default_out_path() {
   std::error_code error;
   std::filesystem::create_directories("faprobe-out", error);
@@ -58,12 +38,16 @@ int run_sweep(SweepOptions& options) {
   Plan plan = make_plan(source);
   narrow_to_this_machine(plan, /*verify=*/false);
   const std::vector<DeviceWorker> workers = plan_device_workers(plan, options.settings, /*timing=*/true);
+  const int repeat = repeat_setting(source);
+  // --dry-run: the plan (this shard's, with --shard) as options.hpp's print_dry_run shows it, from the rates
+  // measured now; nothing is measured or written. `faprobe ab` compares its two sides' plans with it.
   if (options.dry_run) {
-    print_plan(plan, options.settings);
+    print_dry_run(plan, make_run_options(plan, source, options.settings, options.output, /*timing=*/true,
+                                         /*dry_run=*/true),
+                  repeat);
     return kExitOk;
   }
   if (options.output.out_jsonl.empty() && !options.output.resume) options.output.out_jsonl = default_out_path();
-  const int repeat = repeat_setting(source);
   RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/true);
   run.show_unsupported = options.settings.options.at("impl")->count() > 0;
   fmt::print(stderr, "sweep: {} cases × {} implementations{}{}; records stream to {}\n", plan.cases.size(),
@@ -88,7 +72,8 @@ void setup_sweep(CLI::App& app, int& exit_status) {
   add_case_options(*sub, options->settings, options->output);
   add_shard_option(*sub, options->settings);
   sub->add_flag("--dry-run", options->dry_run,
-                "print the pairs the sweep would measure and its measurement settings, then exit without measuring");
+                "print the plan (each pair's predicted time and memory, and whether it is measured, skipped or "
+                "unsupported, and why) and the predicted total, then exit without measuring");
   add_value(*sub, options->settings, "repeat",
             "measure every pair in N processes, in rounds over the plan (process 1 runs each pair once, then "
             "process 2, ...); records keep each process's summary in time_s.runs (default 1)");

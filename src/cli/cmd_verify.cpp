@@ -36,6 +36,7 @@ struct VerifyOptions {
   OutputOptions output;
   std::string q, k, v, o;                                    // an output produced elsewhere from Q, K, V ...
   std::string k_cache, v_cache, block_table, cache_seqlens;  // ... or from Q and a KV cache
+  bool dry_run = false;                                      // --dry-run: the plan, nothing run
   bool any_file() const {
     return !q.empty() || !k.empty() || !v.empty() || !o.empty() || !k_cache.empty() || !v_cache.empty() ||
            !block_table.empty() || !cache_seqlens.empty();
@@ -328,18 +329,30 @@ constexpr const char* kChecksNothing = "--no-verify makes `faprobe verify` check
 
 int run_verify(VerifyOptions& options) {
   if (options.settings.no_verify) throw UsageError(kChecksNothing);  // with files or without
-  if (options.any_file()) return verify_given_files(options);
+  if (options.any_file()) {
+    if (options.dry_run) {
+      throw UsageError("--dry-run plans a verify over axes; with --q, --k, --v, --o there is nothing to plan (allowed: "
+                       "--dry-run without the file options)");
+    }
+    return verify_given_files(options);
+  }
   const SettingsSource source = settings_source(options.settings, kDefaultVerifyConfig, kDefaultVerifyConfigName);
   Plan plan = make_plan(source);
   narrow_to_this_machine(plan, /*verify=*/true);
   MeasureSettings measure = plan.measure;
   if (!measure.verify) throw UsageError(kChecksNothing);  // "verify": false in --config
   const std::vector<DeviceWorker> workers = plan_device_workers(plan, options.settings, /*timing=*/false);
-  RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/false);
-  run.show_unsupported = options.settings.options.at("impl")->count() > 0;
   Plan verify_plan = plan;
   // verify's per-case budget is a minute unless --max-time says otherwise: nothing is sampled.
   if (!options.settings.options.at("max_time")->count()) verify_plan.measure.max_time_s = 60.0;
+  // --dry-run: the plan (options.hpp's print_dry_run), nothing run or written.
+  if (options.dry_run) {
+    print_dry_run(verify_plan, make_run_options(plan, source, options.settings, options.output, /*timing=*/false,
+                                                /*dry_run=*/true));
+    return kExitOk;
+  }
+  RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/false);
+  run.show_unsupported = options.settings.options.at("impl")->count() > 0;
   // verify runs each case once and times nothing: the sampling flags would be dropped without a word.
   for (const char* key : {"warmup", "min_samples", "max_noise", "min_time"}) {
     if (options.settings.options.at(key)->count() > 0) {
@@ -380,6 +393,9 @@ void setup_verify(CLI::App& app, int& exit_status) {
   sub->add_option("--block-table", options->block_table,
                   "paged: int32 .npy (batch, max_blocks_per_seq), each entry's pool blocks in order");
   sub->add_option("--cache-seqlens", options->cache_seqlens, "int32 .npy (batch,): each entry's key length");
+  sub->add_flag("--dry-run", options->dry_run,
+                "print the plan (each pair's predicted time and memory, and whether it is checked, skipped or "
+                "unsupported, and why) and the predicted total, then exit without running anything");
   sub->callback([options, &exit_status] { exit_status = run_verify(*options); });
 }
 

@@ -18,6 +18,7 @@
 #include "harness/build_info.hpp"
 #include "harness/plugins.hpp"
 #include "harness/range.hpp"
+#include "harness/writers.hpp"
 #include "model/errors.hpp"
 #include "model/host_info.hpp"
 
@@ -69,7 +70,10 @@ void add_measure_options(CLI::App& app, SettingsOptions& settings) {
   add_value(app, settings, "min_samples", "minimum timed samples (default 10)");
   add_value(app, settings, "max_noise", "stop when the relative standard error of the mean is below this percent (default 0.5)");
   add_value(app, settings, "min_time", "minimum seconds of samples (default 0.5)");
-  add_value(app, settings, "max_time", "cap in seconds per case; longer predicted runs are skipped (default 10)");
+  add_value(app, settings, "max_time",
+            "cap in seconds per case; longer predicted runs are skipped, or with --min-samples 1 run once (default 10)");
+  add_value(app, settings, "max_total",
+            "budget in seconds for the run's predicted total: pairs that would take it over are skipped (default: none)");
   add_value(app, settings, "mem_limit",
             "memory limit per case: 4G = 4GiB = 4·2^30 bytes, 4GB = 4·10^9 bytes, 512M, 4096 (default: free memory "
             "less a margin)");
@@ -368,7 +372,7 @@ void warn_threads_beyond_cores(const MeasureSettings& measure, const SettingsSou
 }  // namespace
 
 RunOptions make_run_options(const Plan& plan, const SettingsSource& source, const SettingsOptions& settings,
-                            const OutputOptions& output, bool timing) {
+                            const OutputOptions& output, bool timing, bool dry_run) {
   const double calibration_s = calibration_seconds(timing);  // a bad setting is refused before any file is opened
   warn_threads_beyond_cores(plan.measure, source);
   try {
@@ -397,6 +401,9 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   }
   if (const auto it = source.values().find("isolate_timeout"); it != source.values().end()) {
     options.isolate_timeout_s = parse_number(it->second.text, it->second.origin, 0.1, 1e6);
+  }
+  if (const auto it = source.values().find("max_total"); it != source.values().end()) {
+    options.max_total_s = parse_number(it->second.text, it->second.origin, 0.001, 1e7);
   }
   // Interleaving samples the implementations of a case in turn, in this process: it cannot span children.
   if (timing && plan.measure.interleave) {
@@ -436,7 +443,7 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   for (const PlanPair& pair : plan_pairs(plan))
     if (!options.shard || options.shard->keys.count(pair.key()) > 0) keys.insert(pair.key());
   options.planned_keys = std::move(keys);
-  options.files = open_run_files(options);
+  if (!dry_run) options.files = open_run_files(options);  // a dry run writes nothing
   options.mem_limit = plan.measure.mem_limit.value_or(0);  // 0: each implementation's device default
   // At the run's thread count (--threads; every core without it): a one-thread run's ceiling is one core's.
   const HostCalibration calibration = calibrate_host(calibration_s, plan.measure.threads);
@@ -467,6 +474,7 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   // The GPUs' clocks and throttle reasons from here on (after the GPU's calibration, whose GEMM would show
   // as a power cap of its own), sampled by a thread of their own while the plan has GPU cases, and after
   // each of them; without NVML the header says why and the run goes on.
+  if (dry_run) return options;
   options.nvml = std::make_shared<gpu::NvmlMonitor>();
   for (const gpu::DeviceInfo& device : gpu::devices()) options.nvml->watch(device);
   const bool runs_gpu = std::any_of(plan.impls.begin(), plan.impls.end(), [](const std::string& name) {
@@ -493,6 +501,57 @@ RunOptions make_run_options(const Plan& plan, const SettingsSource& source, cons
   return options;
 }
 
+std::string measure_line(const MeasureSettings& m, const RunOptions& options) {
+  return fmt::format("measure: warmup {} min_samples {} min_time {} s max_time {} s max_noise {} % threads {} verify {} "
+                     "interleave {}{}",
+                     m.warmup, m.min_samples, m.min_time_s, m.max_time_s, m.max_noise_percent,
+                     m.threads > 0 ? std::to_string(m.threads) : std::string("all"), m.verify, m.interleave,
+                     options.max_total_s > 0 ? fmt::format(" max_total {} s", options.max_total_s) : "");
+}
+
+void print_dry_run(const Plan& plan, const RunOptions& options, int repeat) {
+  const std::vector<PlannedPair> pairs = plan_run(plan, options);
+  const bool timing = options.timing;
+  // Two spaces at least after the implementation and the case, however long: `faprobe ab` reads them back.
+  constexpr const char* kRow = "{:<18}  {:<34}  {:>10}  {:>10}  {:>10}  {}\n";
+  std::string text = fmt::format(kRow, "impl", "case", "per run", timing ? "pair" : "check", "memory", "plan");
+  double total_s = 0;
+  int runs = 0, once = 0, skipped = 0, unsupported = 0, failed = 0;
+  for (const PlannedPair& pair : pairs) {
+    const Record& r = pair.screened;
+    std::string fate;
+    if (pair.runs && pair.one_sample) {
+      fate = fmt::format("{} once (n=1: predicted over --max-time {}, --min-samples 1)", timing ? "measure" : "check",
+                         format_seconds(plan.measure.max_time_s));
+    } else if (pair.runs) {
+      fate = timing ? "measure" : "check";
+    } else {
+      fate = fmt::format("{}: {}", to_string(r.status), r.reason);
+    }
+    const bool predicted = r.status != Status::unsupported && r.status != Status::failed;
+    text += fmt::format(kRow, r.impl, r.c.label(), predicted ? format_seconds(r.predicted_time_s) : "-",
+                        pair.runs ? format_seconds(pair.predicted_pair_s) : "-",
+                        predicted && r.memory.predicted_bytes ? format_bytes(double(r.memory.predicted_bytes)) : "-",
+                        fate);
+    total_s += pair.predicted_pair_s;
+    runs += pair.runs;
+    once += pair.runs && pair.one_sample;
+    skipped += r.status == Status::skipped;
+    unsupported += r.status == Status::unsupported;
+    failed += r.status == Status::failed;
+  }
+  text += measure_line(plan.measure, options) + "\n";
+  text += fmt::format("{} pairs: {} to {}{}, {} skipped, {} unsupported{}; predicted {} in all{}\n", pairs.size(), runs,
+                      timing ? "measure" : "check", once ? fmt::format(" ({} once)", once) : "", skipped, unsupported,
+                      failed ? fmt::format(", {} failed", failed) : "", format_seconds(total_s),
+                      repeat > 1 ? fmt::format(", {} over {} processes (--repeat)", format_seconds(total_s * repeat), repeat)
+                                 : "");
+  text += timing ? "(a pair: its first run, warm-ups and samples at --min-samples and --min-time, as if --max-noise "
+                   "were met; preparing inputs and checking outputs not counted; nothing was measured)\n"
+                 : "(a pair: its one checked run; the reference's check not counted; nothing was run)\n";
+  fmt::print("{}", text);
+}
+
 RunSummary run_and_report(const Plan& plan, const RunOptions& options, const std::vector<DeviceWorker>& workers,
                           int repeat, const std::vector<std::string>& round_argv) {
   for (const std::string& note : plan.notes) fmt::print(stderr, "faprobe: note: {}\n", note);
@@ -515,10 +574,15 @@ RunSummary run_and_report(const Plan& plan, const RunOptions& options, const std
              summary.records.size(), ok, summary.failed_checks, summary.failed_runs, summary.skipped,
              summary.unsupported, summary.resumed ? fmt::format(" ({} resumed)", summary.resumed) : "",
              summary.interrupted ? "; interrupted" : "");
-  int timed = 0, contended = 0;
+  int timed = 0, contended = 0, one_sample = 0;
   for (const Record& record : summary.records) {
     timed += record.time.has_value();
     contended += record.time && record.time->contended;
+    one_sample += record.time && record.time->samples == 1;
+  }
+  if (one_sample > 0) {
+    fmt::print(stderr, "{} of {} timed records have one sample (marked n=1): no spread to say how far off they may be\n",
+               one_sample, timed);
   }
   if (contended > 0) {
     fmt::print(stderr,

@@ -116,8 +116,19 @@ namespace faprobe::cli {
 // "isolate"; --isolate-timeout, config "isolate_timeout") and the --json metadata. A timed plan with
 // --interleave runs in this process: an explicit --isolate (or "isolate": true) beside it is a UsageError,
 // and the implementations isolated by default are named in a warning on stderr.
+//
+// `dry_run`: nothing is opened or watched (no outputs, no NVML); the rates are measured as for a run, since
+// the predictions of --dry-run's plan come from them.
 RunOptions make_run_options(const Plan& plan, const SettingsSource& source, const SettingsOptions& settings,
-                            const OutputOptions& output, bool timing);
+                            const OutputOptions& output, bool timing, bool dry_run = false);
+
+// --dry-run of sweep and verify, on stdout: the plan as a table (plan_run: each pair's predicted seconds per
+// run and in all, its predicted memory, and its fate: measure, measure once, or skipped or unsupported with
+// the reason the run would record), the "measure: ..." settings line, and the counts and predicted total.
+// `faprobe ab` compares two sides' pairs and settings lines (not their predictions, which depend on each
+// side's calibration).
+void print_dry_run(const Plan& plan, const RunOptions& options, int repeat = 1);
+std::string measure_line(const MeasureSettings& measure, const RunOptions& options);
 
 // --devices: the workers, one per GPU named, each a shard of the plan (harness/devices.hpp), with this
 // command line minus its outputs, --resume, --shard and --devices; none without --devices. Checked before

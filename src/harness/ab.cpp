@@ -24,7 +24,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The lines of a plan listing: its pairs, and its "measure: ..." line apart.
+// The lines of a plan listing: its pairs ("IMPL CASE"), and its "measure: ..." line apart. A side's
+// `sweep --dry-run` prints either the plan as a table (a header line "impl  case  ...", then a row per pair
+// whose first two fields, each followed by two spaces or more, are the implementation and the case) or, from
+// a faprobe before the table, one "IMPL CASE" line per pair; both give the same pairs. The rows' predictions
+// and fates are left out: they come from each side's own calibration, and two equal plans would differ.
 struct PlanListing {
   std::vector<std::string> pairs;
   std::string measure;
@@ -32,10 +36,23 @@ struct PlanListing {
 
 PlanListing parse_listing(const std::string& text) {
   PlanListing listing;
+  const bool table = text.rfind("impl  ", 0) == 0 || text.find("\nimpl  ") != std::string::npos;
+  bool in_table = false;
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("measure: ", 0) == 0) {
       listing.measure = line.substr(9);
+      in_table = false;
+    } else if (table) {
+      if (line.rfind("impl  ", 0) == 0) {
+        in_table = true;
+      } else if (in_table) {
+        const std::size_t impl_end = line.find("  ");
+        const std::size_t case_begin = line.find_first_not_of(' ', impl_end);
+        if (impl_end == std::string::npos || case_begin == std::string::npos) continue;
+        const std::size_t case_end = line.find("  ", case_begin);
+        listing.pairs.push_back(line.substr(0, impl_end) + " " + line.substr(case_begin, case_end - case_begin));
+      }
     } else if (!line.empty() && line.find(" pairs") == std::string::npos) {
       listing.pairs.push_back(line);
     }

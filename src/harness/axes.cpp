@@ -31,7 +31,7 @@ const std::vector<std::string>& setting_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> all = axis_keys();
     for (const char* key : {"warmup", "min_samples", "max_noise", "min_time", "max_time", "mem_limit", "verify",
-                            "flush_l2", "threads", "interleave", "isolate", "isolate_timeout", "plugins",
+                            "flush_l2", "threads", "interleave", "isolate", "isolate_timeout", "max_total", "plugins",
                             "repeat", "description"})
       all.emplace_back(key);
     return all;

@@ -88,9 +88,9 @@ void run_group(const std::vector<Member*>& group, const Case& c, const MeasureSe
       member->prepared = member->impl->prepare(c);
       member->prepared->configure(measure);
     });
-    MeasureSettings rest = measure;
-    rest.warmup = std::max(1, measure.warmup);
-    rest.max_time_s = std::max(0.0, measure.max_time_s - member->first_run_s);
+    MeasureSettings rest = sampling_settings(*member->record, measure, member->first_run_s);
+    // Prepared again for the rounds, so warmed again (a pair measured once is not).
+    if (!one_sample_pair(*member->record, measure)) rest.warmup = std::max(1, measure.warmup);
     member->sampler = std::make_unique<Sampler>(rest);
   }
   std::vector<std::string> names;  // who shares the rounds: what each record's interleaved_with says

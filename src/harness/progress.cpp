@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -64,20 +66,32 @@ InterruptsHeld::InterruptsHeld() {
 
 InterruptsHeld::~InterruptsHeld() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
 
-Progress::Progress(std::size_t total)
-    : total_(total), enabled_(isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
+Progress::Progress(std::size_t total, double predicted_total_s)
+    : total_(total), predicted_total_s_(predicted_total_s), enabled_(isatty(STDERR_FILENO) == 1),
+      start_(std::chrono::steady_clock::now()) {}
 
 Progress::~Progress() { clear(); }
 
-void Progress::starting(std::size_t done, const std::string& what) {
+std::string eta_text(std::size_t done, std::size_t total, double elapsed_s, double predicted_done_s,
+                     double predicted_total_s) {
+  double remaining = -1;
+  if (predicted_total_s > 0) {
+    const double scale = predicted_done_s >= 1.0 ? std::clamp(elapsed_s / predicted_done_s, 0.25, 4.0) : 1.0;
+    remaining = std::max(0.0, predicted_total_s - predicted_done_s) * scale;
+  } else if (done > 0 && done <= total) {
+    remaining = elapsed_s / double(done) * double(total - done);
+  }
+  if (!(remaining >= 0) || !std::isfinite(remaining)) return "--:--";
+  const long seconds = std::lround(remaining);
+  if (seconds >= 3600) return fmt::format("{}:{:02d}:{:02d}", seconds / 3600, seconds / 60 % 60, seconds % 60);
+  return fmt::format("{}:{:02d}", seconds / 60, seconds % 60);
+}
+
+void Progress::starting(std::size_t done, const std::string& what, double predicted_done_s) {
   if (!enabled_) return;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  std::string eta = "--:--";
-  if (done > 0) {
-    const int remaining = int(elapsed / double(done) * double(total_ - done));
-    eta = fmt::format("{}:{:02d}", remaining / 60, remaining % 60);
-  }
-  fmt::print(stderr, "\r\033[K[{}/{}] {}  ETA {}", done + 1, total_, what, eta);
+  fmt::print(stderr, "\r\033[K[{}/{}] {}  ETA {}", done + 1, total_, what,
+             eta_text(done, total_, elapsed, predicted_done_s, predicted_total_s_));
   std::fflush(stderr);
 }
 

@@ -13,16 +13,27 @@ namespace faprobe {
 
 class Progress {
  public:
-  explicit Progress(std::size_t total);
+  // `predicted_total_s`: the run's predicted seconds (plan_run), 0 when there is no prediction.
+  explicit Progress(std::size_t total, double predicted_total_s = 0);
   ~Progress();
-  void starting(std::size_t done, const std::string& what);  // redraws "[done/total] what  ETA m:ss"
+  // Redraws "[done/total] what  ETA m:ss"; `predicted_done_s` is the predicted seconds of what is done.
+  void starting(std::size_t done, const std::string& what, double predicted_done_s = 0);
   void clear();  // erases the line before a table row is printed
 
  private:
   std::size_t total_;
+  double predicted_total_s_;
   bool enabled_;
   std::chrono::steady_clock::time_point start_;
 };
+
+// The progress line's ETA, "m:ss" (h:mm:ss from an hour), or "--:--" when nothing can be said yet. With a
+// prediction (predicted_total_s > 0) from the first pair on: the predicted seconds left, scaled by how long
+// the finished part took against its own prediction once that is a second or more (the scale held within
+// 1/4..4, so that a few pairs dominated by their preparation cannot swing it); without one, the elapsed
+// time per finished pair times the pairs left.
+std::string eta_text(std::size_t done, std::size_t total, double elapsed_s, double predicted_done_s,
+                     double predicted_total_s);
 
 // SIGINT/SIGTERM handling: the first signal sets the flag; a second one exits at once with status 130.
 // Work that is not a sweep (expanding a plan, calibrating) throws Interrupted when it sees the flag, and

@@ -59,6 +59,8 @@ void to_json(nlohmann::json& out, const Record& record) {
                      {"q1", t.q1},         {"q3", t.q3},     {"stddev", t.stddev}, {"samples", t.samples},
                      {"samples_s", t.samples_s}};
     out["time_s"]["order"] = to_string(t.order);
+    // One sample says nothing about its spread: said outright (read back from `samples`, never parsed).
+    if (t.samples == 1) out["time_s"]["one_sample"] = true;
     if (t.order == SampleOrder::interleaved) out["time_s"]["interleaved_with"] = t.interleaved_with;
     if (t.contended) {
       const Contention& c = *t.contended;

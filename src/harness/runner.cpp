@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <new>
 #include <set>
 #include <sstream>
@@ -108,13 +109,47 @@ bool screen(const Implementation& impl, const Case& c, const MeasureSettings& me
       return false;
     }
   }
-  if (record.predicted_time_s > measure.max_time_s) {
+  // In a timed run --min-samples 1 says one sample is enough: such a pair runs once however long
+  // (one_sample_pair). verify samples nothing, so its --max-time alone decides.
+  if (record.predicted_time_s > measure.max_time_s && (measure.min_samples > 1 || !options.timing)) {
     record.status = Status::skipped;
-    record.reason = fmt::format("predicted {} per run, budget {} (--max-time)",
-                                format_seconds(record.predicted_time_s), format_seconds(measure.max_time_s));
+    record.reason = fmt::format("predicted {} per run, budget {} (--max-time){}",
+                                format_seconds(record.predicted_time_s), format_seconds(measure.max_time_s),
+                                options.timing ? "; --min-samples 1 runs it once" : "");
     return false;
   }
   return true;
+}
+
+bool one_sample_pair(const Record& screened, const MeasureSettings& measure) {
+  return measure.min_samples == 1 && screened.predicted_time_s > measure.max_time_s;
+}
+
+MeasureSettings sampling_settings(const Record& screened, const MeasureSettings& measure, double first_run_s) {
+  MeasureSettings rest = measure;
+  rest.warmup = std::max(0, measure.warmup - 1);  // the first run was one
+  rest.max_time_s = std::max(0.0, measure.max_time_s - first_run_s);
+  if (one_sample_pair(screened, measure)) {
+    rest.warmup = 0;
+    rest.min_samples = 1;
+    rest.max_time_s = 0;  // the sampler's first sample is always taken; none after it
+  }
+  return rest;
+}
+
+double predicted_pair_seconds(double per_run_s, const MeasureSettings& measure, bool timed) {
+  const double t = per_run_s;
+  if (!(t > 0) || !std::isfinite(t)) return 0;
+  if (!timed) return t;                        // verify, emulated: the checked run alone
+  if (t > measure.max_time_s) return 2 * t;    // one_sample_pair: the checked run and one sample
+  // As run_one and Sampler take them: after the first run, warm-ups while the budget lasts, then samples
+  // until --min-samples and --min-time (one at least), or until the budget is spent.
+  const double budget = std::max(0.0, measure.max_time_s - t);
+  const double warmups = std::min(double(std::max(0, measure.warmup - 1)), std::ceil(budget / t));
+  const double wanted = std::max(double(measure.min_samples), std::ceil(measure.min_time_s / t));
+  const double left = budget - warmups * t;
+  const double samples = std::max(1.0, std::min(wanted, left > 0 ? std::ceil(left / t) : 0.0));
+  return t * (1 + warmups + samples);
 }
 
 double first_run_checked(const Implementation& impl, const Case& c, PreparedCase& prepared,
@@ -330,7 +365,11 @@ ChildOutcome run_child(const std::vector<std::string>& argv, double timeout_s) {
 
 Record run_isolated(const Implementation& impl, const Case& c, const MeasureSettings& measure,
                     const RunOptions& options, Record screened) {
-  const double timeout_s = options.isolate_timeout_s > 0 ? options.isolate_timeout_s : default_isolate_timeout(measure);
+  double timeout_s = options.isolate_timeout_s > 0 ? options.isolate_timeout_s : default_isolate_timeout(measure);
+  // A pair measured once past --max-time gets the default's margin over its own prediction.
+  if (options.isolate_timeout_s <= 0 && one_sample_pair(screened, measure)) {
+    timeout_s = std::max(timeout_s, 4 * predicted_pair_seconds(screened.predicted_time_s, measure, options.timing));
+  }
   const ChildOutcome child = run_child(
       {options.child_executable, "run", "--isolated-child", make_job(impl, c, measure, options).dump()}, timeout_s);
 
@@ -444,9 +483,7 @@ Record run_one(const Implementation& impl, const Case& c, const MeasureSettings&
     prepared->configure(measure);
     const double first_run = first_run_checked(impl, c, *prepared, measure, record);  // also the first warm-up run
     if (options.timing && impl.timed() && !interrupted()) {
-      MeasureSettings rest = measure;
-      rest.warmup = std::max(0, measure.warmup - 1);
-      rest.max_time_s = std::max(0.0, measure.max_time_s - first_run);
+      const MeasureSettings rest = sampling_settings(record, measure, first_run);
       record.time = faprobe::measure([&] { return prepared->timed_run(); }, rest, interrupted,
                                      contention_context(impl.runs_on_gpu(), measure.threads));
       if (record.time->samples == 0) record.time.reset();
@@ -530,6 +567,44 @@ int run_isolated_child(const std::string& job_text, std::ostream& out) {
     written += std::size_t(n);
   }
   return kExitOk;
+}
+
+std::vector<PlannedPair> plan_run(const Plan& plan, const RunOptions& options, const std::set<std::string>& done) {
+  std::vector<PlannedPair> pairs;
+  std::set<std::string> seen = done;
+  double planned_s = 0;  // the predicted seconds of the pairs that run, so far
+  for (const PlanPart& part : plan.parts) {
+    for (const Case& c : part.cases) {
+      for (const std::string& name : part.impls) {
+        const std::string key = record_key(name, c);
+        if (options.shard && options.shard->keys.count(key) == 0) continue;  // another shard's
+        if (!seen.insert(key).second) continue;                              // resumed, or another part's
+        const Implementation& impl = *find_implementation(name);
+        PlannedPair pair;
+        // As run_pair screens: an isolated pair leaves the device's own memory limit to its child.
+        pair.runs = screen(impl, c, plan.measure, options, /*device_limit=*/!runs_isolated(impl, options), pair.screened);
+        if (pair.runs) {
+          pair.one_sample = one_sample_pair(pair.screened, plan.measure);
+          const double seconds =
+              predicted_pair_seconds(pair.screened.predicted_time_s, plan.measure, options.timing && impl.timed());
+          if (options.max_total_s > 0 && planned_s + seconds > options.max_total_s) {
+            pair.runs = pair.one_sample = false;
+            pair.over_total = true;
+            pair.screened.status = Status::skipped;
+            pair.screened.reason = fmt::format(
+                "predicted {} for the pair ({} per run), {} of the budget {} (--max-total) already planned",
+                format_seconds(seconds), format_seconds(pair.screened.predicted_time_s), format_seconds(planned_s),
+                format_seconds(options.max_total_s));
+          } else {
+            pair.predicted_pair_s = seconds;
+            planned_s += seconds;
+          }
+        }
+        pairs.push_back(std::move(pair));
+      }
+    }
+  }
+  return pairs;
 }
 
 void require_supported(const Plan& plan) {
@@ -663,7 +738,19 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
   if (plan.measure.threads > 0) omp_set_num_threads(plan.measure.threads);
   TableWriter table(table_out);
   if (options.strict) require_supported(plan);  // before anything runs, so --strict fails fast
-  Progress progress(options.shard ? options.shard->keys.size() : plan.size());
+  // The plan as --dry-run shows it: its --max-total skips, and the predictions the ETA is drawn from.
+  std::map<std::string, const PlannedPair*> planned;
+  const std::vector<PlannedPair> planned_pairs = plan_run(plan, options, done);
+  double predicted_total_s = 0, predicted_done_s = 0;
+  for (const PlannedPair& pair : planned_pairs) {
+    planned.emplace(pair.screened.key(), &pair);
+    predicted_total_s += pair.predicted_pair_s;
+  }
+  const auto planned_seconds = [&planned](const std::string& key) {
+    const auto it = planned.find(key);
+    return it != planned.end() ? it->second->predicted_pair_s : 0.0;
+  };
+  Progress progress(options.shard ? options.shard->keys.size() : plan.size(), predicted_total_s);
   std::size_t position = 0;
   DocumentRewriter documents(*files, options, summary);
 
@@ -710,22 +797,31 @@ RunSummary run_plan(const Plan& plan, const RunOptions& options, std::ostream& t
           ++position;
           continue;
         }
+        // Skipped on --max-total by the plan: the budget is the plan's, not what the pairs before took.
+        if (const auto it = planned.find(key); it != planned.end() && it->second->over_total) {
+          ++position;
+          finish(impl, it->second->screened);
+          continue;
+        }
         if (interleave) {
           pending.push_back(&impl);
           continue;
         }
-        progress.starting(position++, fmt::format("{} {}", name, c.label()));
+        progress.starting(position++, fmt::format("{} {}", name, c.label()), predicted_done_s);
         Record record = run_pair(impl, c, plan.measure, options);
         if (interrupted()) break;  // a case cut short is not recorded: --resume runs it again
+        predicted_done_s += planned_seconds(key);
         finish(impl, std::move(record));
       }
       if (!pending.empty() && !interrupted()) {
         std::vector<std::string> names;
         for (const Implementation* impl : pending) names.push_back(impl->name());
-        progress.starting(position, fmt::format("{} {} (interleaved)", fmt::join(names, ", "), c.label()));
+        progress.starting(position, fmt::format("{} {} (interleaved)", fmt::join(names, ", "), c.label()),
+                          predicted_done_s);
         position += pending.size();
         std::vector<Record> records = run_interleaved(pending, c, plan.measure, options);
         if (interrupted()) break;  // as above: none of the case is recorded
+        for (const Implementation* impl : pending) predicted_done_s += planned_seconds(record_key(impl->name(), c));
         for (std::size_t i = 0; i < pending.size(); ++i) finish(*pending[i], std::move(records[i]));
       }
       if (interrupted()) break;

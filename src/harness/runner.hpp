@@ -72,6 +72,9 @@ struct RunOptions {
   std::string child_executable;  // this program ("/proc/self/exe", set by the CLI); "": never isolate
   // --shard I/N: only this part's pairs run, and their records carry the shard and the plan's fingerprint.
   std::optional<ShardSelection> shard;
+  // --max-total (config "max_total"): seconds for the run's predicted total; a pair that would take it over
+  // is skipped (plan_run). 0: no budget.
+  double max_total_s = 0;
 };
 
 // The default --isolate-timeout: max(60 s, 4 × --max-time). A child spends up to --max-time sampling, plus
@@ -147,6 +150,13 @@ Record run_one(const Implementation& impl, const Case& c, const MeasureSettings&
 // asking a GPU would initialize CUDA here.
 bool screen(const Implementation& impl, const Case& c, const MeasureSettings& measure, const RunOptions& options,
             bool device_limit, Record& record);
+// A screened pair whose single run is predicted to exceed --max-time and that runs all the same, because
+// --min-samples 1 says one sample is enough (timed runs only; screen() skips it in verify): it gets its
+// checked first run and exactly one timed sample, no further warm-up.
+bool one_sample_pair(const Record& screened, const MeasureSettings& measure);
+// The settings that sample a pair after its checked first run of `first_run_s` seconds: the warm-up runs
+// left, the budget left, or the one sample of a one_sample_pair.
+MeasureSettings sampling_settings(const Record& screened, const MeasureSettings& measure, double first_run_s);
 // FAPROBE_TEST_FAULT (above), for this case: throws, crashes or hangs, or returns.
 void apply_test_fault(const Case& c);
 // The first run of a prepared case, returning its seconds; with measure.verify its outputs are poisoned (NaN)
@@ -173,6 +183,33 @@ int run_isolated_child(const std::string& job, std::ostream& out);
 // is unknown (0). run_plan sets each record's bandwidth_fraction with it.
 std::optional<double> bandwidth_fraction(const Implementation& impl, const Record& record,
                                          const MachineRates& rates);
+
+// What a run will do before it runs: --dry-run prints it, run_plan follows it (so the two cannot disagree),
+// and the progress line's ETA sums it. One entry per pair, in the order run_plan takes them.
+struct PlannedPair {
+  // screen()'s record (its impl, device, case and predictions); status and reason when it will not run.
+  Record screened;
+  bool runs = false;        // it will be run (measured, or checked by verify)
+  bool one_sample = false;  // one_sample_pair(): measured once
+  bool over_total = false;  // skipped because it would take the predicted total over --max-total
+  // Its predicted seconds in all: the first run, warm-ups and samples (predicted_pair_seconds); 0 when it
+  // will not run.
+  double predicted_pair_s = 0;
+};
+
+// The seconds a pair whose single run takes `per_run_s` spends running: its checked first run, then (when
+// `timed`) the warm-ups and samples that MeasureSettings asks for, assuming --max-noise is met at
+// --min-samples and --min-time (a noisy pair samples on, up to --max-time). One run for verify; the first
+// run and one sample for a pair over --max-time (one_sample_pair). Not counted: preparing the inputs and the
+// check against the reference.
+double predicted_pair_seconds(double per_run_s, const MeasureSettings& measure, bool timed);
+
+// The plan's pairs (this shard's, with --shard), those in `done` (resumed) left out, each screened as
+// run_pair screens it, in run_plan's order. --max-total is spent in that order: a pair whose predicted
+// seconds would take the total so far over it is skipped, naming --max-total, and later, shorter pairs may
+// still fit.
+std::vector<PlannedPair> plan_run(const Plan& plan, const RunOptions& options,
+                                  const std::set<std::string>& done = {});
 
 // --strict: throws UsageError naming the first (implementation, case) of the plan that is unsupported.
 void require_supported(const Plan& plan);

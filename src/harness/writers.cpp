@@ -277,7 +277,8 @@ struct TableCells {
 TableCells table_cells(const Record& r) {
   TableCells cells{r.impl, r.c.label(), std::string(to_string(r.status)), "-", "-", "-", "-", "-", "-", "-"};
   if (r.time) {
-    cells.median = (r.time->contended ? "busy " : "") + format_seconds(r.time->median);
+    cells.median = std::string(r.time->contended ? "busy " : "") + (r.time->samples == 1 ? "n=1 " : "") +
+                   format_seconds(r.time->median);
     cells.samples = std::to_string(r.time->samples);
   }
   if (const auto spread = half_iqr_fraction(r)) cells.spread = fmt::format("{:.1f} %", *spread * 100);
@@ -319,7 +320,7 @@ std::string markdown_document(const std::vector<Record>& records) {
       "| implementation | case | status | median time | ± (half IQR) | samples | GFLOP/s | % of copy bandwidth "
       "| peak memory | check (max abs diff) |\n"
       "|---|---|---|---:|---:|---:|---:|---:|---:|---|\n";
-  bool any_busy = false, any_above_copy = false;
+  bool any_busy = false, any_above_copy = false, any_one_sample = false;
   for (const Record& record : records) {
     const TableCells c = table_cells(record);
     text += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(c.impl),
@@ -327,8 +328,10 @@ std::string markdown_document(const std::vector<Record>& records) {
                         markdown_bandwidth(c), c.peak, markdown_cell(c.check));
     any_busy = any_busy || (record.time && record.time->contended);
     any_above_copy = any_above_copy || c.above_copy;
+    any_one_sample = any_one_sample || (record.time && record.time->samples == 1);
   }
   if (any_busy) text += fmt::format("\n{}\n", kBusyLegend);
+  if (any_one_sample) text += fmt::format("\n{}\n", kOneSampleLegend);
   if (any_above_copy) text += fmt::format("\n\\{}\n", kCacheLegend);  // "\*": a star, not emphasis
   return text;
 }
@@ -359,6 +362,10 @@ void TableWriter::write(const Record& record) {
   if (c.above_copy && !cache_explained_) {
     fmt::print(out_, "    {}\n", kCacheLegend);
     cache_explained_ = true;
+  }
+  if (record.time && record.time->samples == 1 && !one_sample_explained_) {
+    fmt::print(out_, "    {}\n", kOneSampleLegend);
+    one_sample_explained_ = true;
   }
   out_.flush();
 }
