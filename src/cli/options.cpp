@@ -581,7 +581,7 @@ RunSummary run_and_report(const Plan& plan, const RunOptions& options, const std
     one_sample += record.time && record.time->samples == 1;
   }
   if (one_sample > 0) {
-    fmt::print(stderr, "{} of {} timed records have one sample (marked n=1): no spread to say how far off they may be\n",
+    fmt::print(stderr, "{} of {} timed records have one sample (n 1, ± -): no spread to say how far off they may be\n",
                one_sample, timed);
   }
   if (contended > 0) {

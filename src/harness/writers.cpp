@@ -277,8 +277,8 @@ struct TableCells {
 TableCells table_cells(const Record& r) {
   TableCells cells{r.impl, r.c.label(), std::string(to_string(r.status)), "-", "-", "-", "-", "-", "-", "-"};
   if (r.time) {
-    cells.median = std::string(r.time->contended ? "busy " : "") + (r.time->samples == 1 ? "n=1 " : "") +
-                   format_seconds(r.time->median);
+    // One sample shows as n 1 with no spread ("-"), and kOneSampleLegend under the first.
+    cells.median = (r.time->contended ? "busy " : "") + format_seconds(r.time->median);
     cells.samples = std::to_string(r.time->samples);
   }
   if (const auto spread = half_iqr_fraction(r)) cells.spread = fmt::format("{:.1f} %", *spread * 100);

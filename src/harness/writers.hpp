@@ -118,9 +118,9 @@ inline constexpr const char* kCacheLegend =
     "*: above 100 % of the copy bandwidth: the working set fits in cache, so its bytes came faster than the "
     "DRAM copy rate the percentage is of (that ceiling is for data that does not fit)";
 
-// What "n=1" before a median means (a record of one timed sample), in the table and under the Markdown document.
+// What an n of 1 means (a record of one timed sample, its spread "-"), under the table and the Markdown document.
 inline constexpr const char* kOneSampleLegend =
-    "n=1: one timed sample (time_s.one_sample; --min-samples 1 past --max-time, or a budget spent by the first): "
+    "n = 1: one timed sample (time_s.one_sample; --min-samples 1 past --max-time, or a budget spent by the first): "
     "no spread, so no sign of how far it may be off";
 
 std::string format_seconds(double seconds);  // "12.3 ms"
