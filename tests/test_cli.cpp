@@ -617,7 +617,7 @@ TEST_F(Cli, AThrowingCaseIsAFailedRecordAndTheSweepGoesOn) {
   for (const std::string isolation : {"", " --isolate"}) {
     fs::remove(path("r.jsonl"));
     const Result run = faprobe("sweep" + isolation + kTwoCases, "FAPROBE_TEST_FAULT=throw@17");
-    EXPECT_EQ(run.status, 1) << isolation << run.err;  // DESIGN.md: a failed case is exit status 1
+    EXPECT_EQ(run.status, 1) << isolation << run.err;  // docs/DESIGN.md: a failed case is exit status 1
     const auto records = read_jsonl(path("r.jsonl").string());
     ASSERT_EQ(records.size(), 2u) << isolation;
     EXPECT_EQ(records[0].c.seq_k, 17);

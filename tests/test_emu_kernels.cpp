@@ -201,7 +201,7 @@ std::vector<float> random_scores(std::size_t count, std::uint32_t seed) {
   return scores;
 }
 
-// Written from DESIGN.md ("A case"), not from the kernel: query row i of a seq_q x seq_k block sees key j
+// Written from docs/DESIGN.md ("A case"), not from the kernel: query row i of a seq_q x seq_k block sees key j
 // when j <= i + seq_k - seq_q; a row that sees no key is all zeros.
 std::vector<double> reference_softmax(const std::vector<float>& scores, const SoftmaxArgs& args) {
   std::vector<double> probs(scores.size(), 0.0);

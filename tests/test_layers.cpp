@@ -1,4 +1,4 @@
-// The include layers of DESIGN.md ("The pieces"): includes run one way, cli → harness → kernels,
+// The include layers of docs/DESIGN.md ("The pieces"): includes run one way, cli → harness → kernels,
 // reference → model, and Eigen comes in through src/model/eigen.hpp only (it holds the one pragma that
 // the AVX-512 build needs). The checker reads every source file's quoted and angle includes; a planted
 // tree shows that it catches each kind of wrong include.

@@ -1,4 +1,4 @@
-// The range grammar of DESIGN.md and its errors.
+// The range grammar of docs/DESIGN.md and its errors.
 #include <chrono>
 #include <string>
 

@@ -35,7 +35,7 @@ struct AttentionArgs {
   // fp8_e4m3 (src/model/fp8.hpp): the per-tensor scales (FA-3's descales), real value = e4m3 value · scale; 1 for
   // the other dtypes. O is then in output_dtype(dtype), bf16.
   float q_scale = 1.0f, k_scale = 1.0f, v_scale = 1.0f;
-  // Where K and V rows live (DESIGN.md's KV layouts; src/model/kv_layout.hpp). The prefill kernels take the
+  // Where K and V rows live (docs/DESIGN.md, "A case"; src/model/kv_layout.hpp). The prefill kernels take the
   // default, contiguous (batch, seq_k) tensors; the decode kernels take any layout.
   std::int64_t kv_rows = 0;                   // rows of the K and V storage; 0: batch · seq_k
   const std::int32_t* seq_starts = nullptr;   // batch + 1 logical row offsets (cu_seqlens); seq_k is the longest

@@ -1,5 +1,5 @@
 // faprobe probes: the instruction probes (kernels/cuda/probes/probe_suite.hpp) on the emulator and, where a
-// GPU exists, on the GPU, compared probe by probe: DESIGN.md's check of the emulator against the hardware.
+// GPU exists, on the GPU, compared probe by probe: docs/DESIGN.md's check of the emulator against the hardware.
 // One line per probe (name, words, result); without a GPU the emulated outputs' checksums, so two machines
 // can still compare, and exit 0; with one, exit 1 when any probe differs or fails. A probe of instructions
 // the GPU lacks (Hopper's below sm_90) is "skipped" there with the reason, which is not a failure. --json FILE

@@ -1,5 +1,5 @@
 // faprobe: benchmark and verify exact attention implementations. main() wires the subcommands and turns
-// every error into one line on stderr and DESIGN.md's exit status (2 bad input, 1 failure).
+// every error into one line on stderr and docs/DESIGN.md's exit status (2 bad input, 1 failure).
 #include <algorithm>
 #include <iostream>
 #include <string>

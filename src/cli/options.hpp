@@ -1,4 +1,4 @@
-// Options shared by the subcommands: the axes, the measurement settings and the outputs of DESIGN.md.
+// Options shared by the subcommands: the axes, the measurement settings and the outputs of docs/DESIGN.md.
 // Values are kept as text and parsed by the same code as configs (axes.hpp), so a flag and a config
 // key accept exactly the same values and give the same errors.
 #pragma once
@@ -48,7 +48,7 @@ struct OutputOptions {
   bool resume = false;
 };
 
-// AXES of DESIGN.md's command line with --config and --plugin: what a plan is made of (merge takes these
+// AXES of docs/DESIGN.md's command line with --config and --plugin: what a plan is made of (merge takes these
 // alone, to re-expand the plan of the shards it merges).
 void add_axis_options(CLI::App& app, SettingsOptions& settings);
 
@@ -59,7 +59,7 @@ void add_axis_options(CLI::App& app, SettingsOptions& settings);
 std::vector<CLI::Option*> add_run_only_options(CLI::App& app, SettingsOptions& settings, bool& resume,
                                                const std::string& group);
 
-// AXES, MEASURE and OUTPUT of DESIGN.md's command line, for sweep, verify and run, plus --strict, --isolate,
+// AXES, MEASURE and OUTPUT of docs/DESIGN.md's command line, for sweep, verify and run, plus --strict, --isolate,
 // --no-isolate and --isolate-timeout.
 void add_case_options(CLI::App& app, SettingsOptions& settings, OutputOptions& output);
 

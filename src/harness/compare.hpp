@@ -108,7 +108,7 @@ struct Comparison {
   int not_timed() const;    // pairs without a time on both sides: with the verdicts' counts, every pair once
   int regressions() const;  // pairs with regression()
   int check_changes() const;
-  int exit_status() const;  // DESIGN.md: 0 none, 1 a regression (runs only)
+  int exit_status() const;  // docs/DESIGN.md: 0 none, 1 a regression (runs only)
 };
 
 // BASE against NEW. Throws UsageError when nothing matches at all (naming what each side holds), or when

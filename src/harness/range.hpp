@@ -1,4 +1,4 @@
-// The value grammar of the command line and of configs (DESIGN.md, "Command line"):
+// The value grammar of the command line and of configs (docs/DESIGN.md, "Command line"):
 //   a list        1,17,4097
 //   a range       512..65536 (doubling), 512..65536:*4 (times 4), 1024..8192:+1024 (plus 1024)
 //   suffixes      k = ×1024, m = ×1048576 (1k..64k)

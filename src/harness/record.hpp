@@ -1,4 +1,4 @@
-// The result record, schema "faprobe/1" (DESIGN.md): one per (implementation, case). Every writer is a
+// The result record, schema "faprobe/1" (docs/DESIGN.md): one per (implementation, case). Every writer is a
 // thin printer over these records.
 #pragma once
 #include <cstdint>

@@ -124,7 +124,7 @@ struct RunSummary {
   std::vector<std::string> unwritten;  // their flags ("--json")
   std::vector<std::string> incomplete;  // --devices: workers that stopped before their part was done, and why
   void count(const Record& record);  // adds one record's status to the counts
-  // DESIGN.md: 0, 1 (a check or a case failed, or a document was not written), 130 (interrupted)
+  // docs/DESIGN.md: 0, 1 (a check or a case failed, or a document was not written), 130 (interrupted)
   int exit_status() const;
 };
 

@@ -45,7 +45,7 @@ inline std::string valid_utf8(const std::string& text) {
   return out;
 }
 
-// Exit statuses of DESIGN.md's command-line contract.
+// Exit statuses of docs/DESIGN.md's command-line contract.
 enum ExitStatus : int { kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitInterrupted = 130 };
 
 }  // namespace faprobe

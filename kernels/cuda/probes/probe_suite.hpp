@@ -1,10 +1,10 @@
 // The instruction probe suite: every probe of warp_probes.cuh, matrix_probes.cuh, conversion_probes.cuh,
 // tma_probes.cuh and hopper_probes.cuh as a named, seeded run on either target, so that the emulator can be
-// checked against the hardware (DESIGN.md, "CUDA kernels, and running them without a GPU": "on a GPU, each
-// probe against the hardware, bit for bit"). CI checks each probe body under the emulator against host
-// computations of the ISA (tests/test_emulator*.cpp, tests/test_probe_suite.cpp); this suite checks the
-// emulator against the GPU, so it holds no host model of any instruction: the emulator's output is the
-// reference and the GPU's the candidate.
+// checked against the hardware (docs/DESIGN.md, "How the emulator itself is checked": on a GPU, each probe
+// against the hardware, bit for bit or within the ISA's error bound). CI checks each probe body under the
+// emulator against host computations of the ISA (tests/test_emulator*.cpp, tests/test_probe_suite.cpp);
+// this suite checks the emulator against the GPU, so it holds no host model of any instruction: the
+// emulator's output is the reference and the GPU's the candidate.
 //
 // A probe draws deterministic inputs from a counter-based generator keyed by (seed, probe), runs its kernel
 // body on Target::emulator (emu::launch) or Target::gpu (the launchers of probe_launch_gpu.hpp, CUDA builds
