@@ -2,8 +2,9 @@
 // (cuda/common/isa.hpp) can be verified on machines without a GPU.
 //
 // How it works: launch() runs the grid CTA by CTA, in linear block order (x fastest) by default. Each CTA's
-// threads are cooperative fibers (POSIX ucontext) on the calling OS thread, scheduled round robin: a fiber
-// runs until it blocks at a barrier or a warp collective, or exits. A barrier or collective completes when
+// threads are cooperative fibers (a hand-written stack switch on x86-64, POSIX ucontext elsewhere) on the
+// calling OS thread, scheduled round robin: a fiber runs until it blocks at a barrier or a warp collective, or
+// exits. A barrier or collective completes when
 // its last participant arrives; that fiber releases the others and carries on. When no fiber can run and
 // some have not exited, the launch is deadlocked and launch() throws EmulationError naming the kernel,
 // block, the stuck threads and what each waits for. An exception thrown by a kernel body is caught at its
