@@ -53,21 +53,10 @@
 
 #include "model/case.hpp"
 #include "model/tensor.hpp"
+#include "reference/check_plan.hpp"
 #include "reference/reference.hpp"
 
 namespace faprobe {
-
-struct CheckLimits {
-  double full_check_macs = 1 << 27;  // check every row when batch·heads·seq_q·avg_k·head_dim is below
-  std::int64_t sampled_heads = 4;    // otherwise this many (batch, head) pairs ...
-  std::int64_t sampled_rows = 64;    // ... and this many query rows in each
-};
-
-struct CheckPlan {
-  bool every_row = false;
-  std::vector<std::pair<std::int64_t, std::int64_t>> heads;  // (batch entry, query head)
-  std::vector<std::int64_t> rows;                            // query rows checked in each of them
-};
 
 struct VerifyResult {
   double max_abs_diff = 0;
@@ -107,11 +96,6 @@ void from_json(const nlohmann::json& in, VerifyResult& result);
 
 double tolerance_floor(DType dtype);
 double lse_tolerance_floor(DType dtype);
-
-// Which rows of which heads a check covers: all of them for small cases; else the first and last
-// (batch, head) plus seeded picks, and in each the first and last row, the causal diagonal's edge (the
-// first row that sees a key, and the rows around it), block boundaries, and evenly spaced rows.
-CheckPlan plan_check(const Case& c, const CheckLimits& limits = {});
 
 // Checks `output` (shaped like Q) against the reference computed from `inputs`, and `lse` too when given
 // (an implementation's PreparedCase::lse(); null: it produces none, lse_checked stays false).

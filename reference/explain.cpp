@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "model/eigen.hpp"
-#include "reference/check.hpp"
+#include "reference/check_plan.hpp"
 
 namespace faprobe {
 namespace {

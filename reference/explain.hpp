@@ -26,11 +26,10 @@
 
 #include "model/case.hpp"
 #include "model/tensor.hpp"
+#include "reference/check_plan.hpp"
 #include "reference/reference.hpp"
 
 namespace faprobe {
-
-struct CheckLimits;
 
 // Lines for verify.diagnosis, or none. `tolerance` is the failed check's.
 std::vector<std::string> explain_mismatch(const Case& c, const InputSource& inputs, const HostTensor& output,

@@ -20,6 +20,7 @@
 #include "cpu/cpu_isa.hpp"
 #include "cpu/measured_choice.hpp"
 #include "cpu_isa_support.hpp"
+#include "harness/registry.hpp"
 #include "cpu/cpu_implementation.hpp"
 #include "cpu/factories.hpp"
 #include "cpu/tiled_amx.hpp"
@@ -31,18 +32,13 @@
 namespace faprobe {
 namespace {
 
-using Factory = std::function<std::unique_ptr<Implementation>()>;
-
-struct Named {
-  std::string name;
-  Factory make;
-};
-
-const std::vector<Named>& all_implementations() {
-  static const std::vector<Named> list = {{"naive", cpu::make_naive},
-                                          {"tiled", cpu::make_tiled},
-                                          {"decode", cpu::make_decode},
-                                          {"decode_splitk", cpu::make_decode_splitk}};
+// Every CPU implementation the registry holds (harness/registry.hpp: the one list), so that a new kernel is
+// checked here by being registered, with no second list to keep.
+std::vector<const Implementation*> cpu_implementations() {
+  std::vector<const Implementation*> list;
+  for (const std::unique_ptr<Implementation>& impl : implementations()) {
+    if (impl->device() == "cpu") list.push_back(impl.get());
+  }
   return list;
 }
 
@@ -99,8 +95,7 @@ std::vector<Case> decode_cases() {
 }
 
 struct KernelCase {
-  std::string impl;
-  Factory make;
+  std::string impl;  // a registered name
   Case c;
 };
 
@@ -134,26 +129,22 @@ std::vector<Case> paged_cases() {
           with_layout(decode_case(1, 2, 2, 100, 64, DType::fp32), 0, {}, 40)};  // 40 splits of 100 keys
 }
 
+// Each CPU implementation on every case of every list that it supports: a decode-only kernel takes the decode,
+// variable-length (and, paged, the paged) cases; what it refuses is tested apart (CpuKernelSupports).
 std::vector<KernelCase> kernel_cases() {
   std::vector<KernelCase> list;
-  for (const Named& impl : all_implementations()) {
-    const bool decode_only = impl.name == "decode" || impl.name == "decode_splitk";
-    if (!decode_only) {
-      for (const Case& c : prefill_cases()) list.push_back({impl.name, impl.make, c});
-    }
-    for (const Case& c : decode_cases()) list.push_back({impl.name, impl.make, c});
-    if (decode_only) {
-      for (const Case& c : varlen_cases()) list.push_back({impl.name, impl.make, c});
-    }
-    if (impl.name == "decode_splitk") {
-      for (const Case& c : paged_cases()) list.push_back({impl.name, impl.make, c});
+  for (const Implementation* impl : cpu_implementations()) {
+    for (const std::vector<Case>& cases : {prefill_cases(), decode_cases(), varlen_cases(), paged_cases()}) {
+      for (const Case& c : cases) {
+        if (impl->supports(c).empty()) list.push_back({impl->name(), c});
+      }
     }
   }
   return list;
 }
 
 std::string test_name(const testing::TestParamInfo<KernelCase>& info) {
-  std::string name = info.param.impl + "_" + info.param.c.label();
+  std::string name = info.param.impl.substr(info.param.impl.find('.') + 1) + "_" + info.param.c.label();
   for (char& ch : name) {
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   }
@@ -176,7 +167,8 @@ class CpuKernel : public testing::TestWithParam<KernelCase> {};
 
 TEST_P(CpuKernel, MatchesReference) {
   const KernelCase& param = GetParam();
-  const std::unique_ptr<Implementation> impl = param.make();
+  const Implementation* impl = find_implementation(param.impl);
+  ASSERT_NE(impl, nullptr) << param.impl;
   ASSERT_EQ(impl->supports(param.c), "");
   const std::unique_ptr<PreparedCase> prepared = impl->prepare(param.c);
   prepared->timed_run();
@@ -190,7 +182,8 @@ TEST_P(CpuKernel, MatchesReference) {
 TEST_P(CpuKernel, SecondRunGivesTheSameOutput) {
   // Workspace is reused across calls and threads: a second run must not depend on the first.
   const KernelCase& param = GetParam();
-  const std::unique_ptr<Implementation> impl = param.make();
+  const Implementation* impl = find_implementation(param.impl);
+  ASSERT_NE(impl, nullptr) << param.impl;
   const std::unique_ptr<PreparedCase> prepared = impl->prepare(param.c);
   prepared->timed_run();
   const HostTensor& out = prepared->output();
@@ -545,11 +538,25 @@ TEST(CpuKernelSupports, NoCpuImplementationTakesFp8) {
   Case prefill = make_case(1, 2, 2, 64, 64, 32, DType::fp32, Mask::none);
   Case decode = decode_case(1, 2, 2, 64, 32, DType::fp32);
   prefill.dtype = decode.dtype = DType::fp8_e4m3;
-  for (const Named& named : all_implementations()) {
-    const std::unique_ptr<Implementation> impl = named.make();
+  for (const Implementation* impl : cpu_implementations()) {
     EXPECT_NE(impl->supports(prefill), "") << impl->name();
     EXPECT_NE(impl->supports(decode), "") << impl->name();
     EXPECT_EQ(impl->device(), "cpu");
+  }
+}
+
+// The walk above reaches every CPU kernel, and each of them is checked on cases of its own: a kernel that
+// refused every case (or left the registry) would drop out of the checks unseen.
+TEST(CpuKernelSupports, EveryRegisteredCpuImplementationIsCheckedOnCasesItTakes) {
+  const std::vector<KernelCase> cases = kernel_cases();
+  std::vector<std::string> names;
+  for (const Implementation* impl : cpu_implementations()) names.push_back(impl->name());
+  for (const char* built_in : {"cpu.naive", "cpu.tiled", "cpu.decode", "cpu.decode-splitk"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), built_in), names.end()) << built_in << " is not walked";
+  }
+  for (const std::string& name : names) {
+    const auto count = std::count_if(cases.begin(), cases.end(), [&](const KernelCase& k) { return k.impl == name; });
+    EXPECT_GE(count, 8) << name << " is checked on " << count << " cases";
   }
 }
 
@@ -607,8 +614,7 @@ TEST(CpuKernelMemory, PredictionsMatchMeasuredPeaksForEveryDtype) {
   for (DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
     const Case prefill = make_case(2, 4, 2, 200, 300, 80, dtype, Mask::causal);
     const Case decode = decode_case(2, 8, 2, 3000, 128, dtype);
-    for (const Named& named : all_implementations()) {
-      const std::unique_ptr<Implementation> impl = named.make();
+    for (const Implementation* impl : cpu_implementations()) {
       for (const Case& c : {prefill, decode}) {
         if (!impl->supports(c).empty()) continue;
         EXPECT_EQ(measured_peak(*impl, c), impl->predicted_bytes(c)) << impl->name() << " " << c.label();

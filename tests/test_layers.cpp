@@ -1,11 +1,17 @@
 // The include layers of docs/DESIGN.md ("The pieces"): includes run one way, cli → harness → kernels,
 // reference → model, and Eigen comes in through src/model/eigen.hpp only (it holds the one pragma that
 // the AVX-512 build needs). The checker reads every source file's quoted and angle includes; a planted
-// tree shows that it catches each kind of wrong include.
+// tree shows that it catches each kind of wrong include. Modules (a header with its source) that include each
+// other's declarations in a circle (check.cpp including explain.hpp and explain.cpp including check.hpp) can
+// be read, and changed, only together: the tree holds no circle but the listed ones it still has, and a planted
+// tree shows circles of two and three modules caught.
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -109,6 +115,61 @@ std::vector<std::string> layer_violations(const fs::path& root) {
   return found;
 }
 
+// A module: a source file's path without its extension (reference/check for check.hpp and check.cpp).
+std::string module_of(const std::string& path) { return path.substr(0, path.rfind('.')); }
+
+// Every circle of modules under `root` that include each other's headers, as "a → b → a", each once (from its
+// smallest module).
+std::vector<std::string> module_cycles(const fs::path& root) {
+  static const std::regex include(R"re(^\s*#\s*include\s*"([^"]+)")re");
+  std::map<std::string, std::set<std::string>> edges;
+  for (const char* top : {"src", "reference", "kernels"}) {
+    if (!fs::exists(root / top)) continue;
+    for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
+      static const std::vector<std::string> kSources = {".hpp", ".cpp", ".cuh", ".cu", ".h"};
+      const std::string extension = entry.path().extension().string();
+      if (!entry.is_regular_file() || std::find(kSources.begin(), kSources.end(), extension) == kSources.end()) continue;
+      const std::string path = fs::relative(entry.path(), root).generic_string();
+      const std::string from = module_of(path);
+      std::ifstream file(entry.path());
+      for (std::string line; std::getline(file, line);) {
+        std::smatch match;
+        if (!std::regex_search(line, match, include)) continue;
+        const std::string target = match[1];
+        // The include paths: the root, src/, kernels/, and the includer's own folder.
+        for (const fs::path& candidate : {root / target, root / "src" / target, root / "kernels" / target,
+                                          entry.path().parent_path() / target}) {
+          if (!fs::exists(candidate)) continue;
+          const std::string to = module_of(fs::relative(candidate, root).lexically_normal().generic_string());
+          if (to != from) edges[from].insert(to);
+          break;
+        }
+      }
+    }
+  }
+  std::set<std::string> found;
+  std::vector<std::string> stack;
+  std::set<std::string> done;
+  std::function<void(const std::string&)> visit = [&](const std::string& module) {
+    const auto on_stack = std::find(stack.begin(), stack.end(), module);
+    if (on_stack != stack.end()) {
+      std::vector<std::string> cycle(on_stack, stack.end());
+      std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
+      std::string text;
+      for (const std::string& step : cycle) text += step + " → ";
+      found.insert(text + cycle.front());
+      return;
+    }
+    if (done.count(module) > 0) return;
+    stack.push_back(module);
+    for (const std::string& next : edges[module]) visit(next);
+    stack.pop_back();
+    done.insert(module);
+  };
+  for (const auto& [module, targets] : edges) visit(module);
+  return {found.begin(), found.end()};
+}
+
 std::string joined(const std::vector<std::string>& lines) {
   std::string text;
   for (const std::string& line : lines) text += line + "\n";
@@ -149,6 +210,62 @@ TEST(Layers, APlantedTreeWithWrongIncludesIsCaught) {
   EXPECT_EQ(found[1], "reference/reference.hpp:1: includes <Eigen/Dense>; include \"model/eigen.hpp\" instead");
   EXPECT_EQ(found[2], "src/harness/axes.cpp:1: harness includes cli (\"cli/options.hpp\")");
   EXPECT_EQ(found[3], "src/model/tensor.hpp:2: model includes harness (\"harness/registry.hpp\")");
+}
+
+// The circles the tree still holds (issue 36 breaks them with the harness's and the probes' restructuring):
+// exactly these, so that a new circle fails here, and a broken one leaves this list by the same change.
+const std::vector<std::string> kKnownCircles = {
+    "kernels/cuda/probes/conversion_probes → kernels/cuda/probes/warp_probes → kernels/cuda/probes/probe_launch_gpu → kernels/cuda/probes/conversion_probes",
+    "kernels/cuda/probes/conversion_probes → kernels/cuda/probes/warp_probes → kernels/cuda/probes/probe_launch_gpu → kernels/cuda/probes/matrix_probes → kernels/cuda/probes/conversion_probes",
+    "kernels/cuda/probes/hopper_probes → kernels/cuda/probes/probe_launch_gpu → kernels/cuda/probes/hopper_probes",
+    "kernels/cuda/probes/matrix_probes → kernels/cuda/probes/probe_launch_gpu → kernels/cuda/probes/matrix_probes",
+    "kernels/cuda/probes/matrix_probes → kernels/cuda/probes/warp_probes → kernels/cuda/probes/probe_launch_gpu → kernels/cuda/probes/matrix_probes",
+    "kernels/cuda/probes/probe_launch_gpu → kernels/cuda/probes/tma_probes → kernels/cuda/probes/probe_launch_gpu",
+    "kernels/cuda/probes/probe_launch_gpu → kernels/cuda/probes/warp_probes → kernels/cuda/probes/probe_launch_gpu",
+    "kernels/cuda/runtime/gpu → kernels/cuda/runtime/stream_hold → kernels/cuda/runtime/gpu",
+    "src/harness/interleave → src/harness/runner → src/harness/interleave",
+    "src/harness/provenance → src/harness/runner → src/harness/provenance",
+};
+
+TEST(Layers, NoNewCircleOfModules) {
+  const std::vector<std::string> found = module_cycles(FAPROBE_SOURCE_DIR);
+  EXPECT_EQ(found, kKnownCircles) << "found:\n" << joined(found);
+  // reference/'s checker and explainer share reference/check_plan.hpp: they are in no circle.
+  for (const std::string& circle : found) EXPECT_EQ(circle.find("reference/"), std::string::npos) << circle;
+}
+
+TEST(Layers, APlantedCircleOfModulesIsCaught) {
+  const fs::path root = fs::temp_directory_path() / ("faprobe-cycles-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto write = [&](const std::string& path, const std::string& text) {
+    fs::create_directories((root / path).parent_path());
+    std::ofstream(root / path) << text;
+  };
+  // A chain, a source including its own header, and a file beside its includer: no circle.
+  write("reference/check_plan.hpp", "#include \"model/case.hpp\"\n");
+  write("reference/check.hpp", "#include \"reference/check_plan.hpp\"\n");
+  write("reference/check.cpp", "#include \"reference/check.hpp\"\n#include \"reference/explain.hpp\"\n");
+  write("reference/explain.hpp", "#include \"reference/check_plan.hpp\"\n");
+  write("reference/explain.cpp", "#include \"reference/explain.hpp\"\n");
+  write("src/model/case.hpp", "#include <vector>\n");
+  write("kernels/cuda/fa3/kernel.cu", "#include \"cuda/fa3/kernel.cuh\"\n#include \"wgmma.inc\"\n");
+  write("kernels/cuda/fa3/kernel.cuh", "#include \"model/case.hpp\"\n");
+  write("kernels/cuda/fa3/wgmma.inc", "\n");
+  EXPECT_TRUE(module_cycles(root).empty()) << joined(module_cycles(root));
+
+  // Planted: the explainer's source takes the checker's header (the circle this guard was written for), and a
+  // circle of three through src/ and kernels/ include paths.
+  write("reference/explain.cpp", "#include \"reference/explain.hpp\"\n#include \"reference/check.hpp\"\n");
+  write("src/harness/a.cpp", "#include \"harness/b.hpp\"\n");
+  write("src/harness/b.hpp", "#include \"cpu/c.hpp\"\n");
+  write("kernels/cpu/c.cpp", "#include \"harness/a.hpp\"\n");
+  write("src/harness/a.hpp", "\n");
+  write("kernels/cpu/c.hpp", "\n");
+  const std::vector<std::string> found = module_cycles(root);
+  fs::remove_all(root);
+  ASSERT_EQ(found.size(), 2u) << joined(found);
+  EXPECT_EQ(found[0], "kernels/cpu/c → src/harness/a → src/harness/b → kernels/cpu/c");
+  EXPECT_EQ(found[1], "reference/check → reference/explain → reference/check");
 }
 
 }  // namespace

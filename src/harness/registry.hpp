@@ -1,6 +1,8 @@
 // The one list of implementations (the interface they share is model/implementation.hpp). Nothing else in
-// the program knows which implementations exist; adding one is its own file plus one line in registry.cpp
-// (and, for a CUDA kernel, its folder's CMakeLists.txt: kernels/cuda/CMakeLists.txt adds the folder).
+// the program, or in the unit tests, knows which implementations exist: adding one is its own file, its line
+// in its folder's CMakeLists.txt (kernels/cpu/, or a CUDA kernel's folder, which kernels/cuda/CMakeLists.txt
+// adds) and one line in registry.cpp. tests/test_cpu_kernels.cpp checks every CPU implementation registered
+// here against the reference.
 // Plugins (harness/plugins.hpp) add theirs at run time, after the built-in ones, through register_implementation.
 #pragma once
 #include <memory>
