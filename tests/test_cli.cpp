@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
+#include "harness/jsonl_reader.hpp"
 #include "harness/npy.hpp"
 #include "harness/writers.hpp"
 

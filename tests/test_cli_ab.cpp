@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
+#include "harness/jsonl_reader.hpp"
 #include "harness/writers.hpp"
 
 namespace faprobe {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
+#include "harness/jsonl_reader.hpp"
 #include "harness/npy.hpp"
 #include "harness/writers.hpp"
 #include "npy_support.hpp"

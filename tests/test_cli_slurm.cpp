@@ -12,6 +12,7 @@
 
 #include "cli_support.hpp"
 #include "harness/axes.hpp"
+#include "harness/jsonl_reader.hpp"
 #include "harness/shard.hpp"
 #include "harness/writers.hpp"
 

@@ -27,7 +27,7 @@
 #include "harness/interleave.hpp"
 #include "harness/measure.hpp"
 #include "harness/registry.hpp"
-#include "harness/runner.hpp"
+#include "harness/pair_run.hpp"
 
 namespace faprobe {
 namespace {

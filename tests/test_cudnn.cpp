@@ -31,7 +31,7 @@
 #include "cuda/runtime/cudnn_library.hpp"
 #include "cuda/runtime/gpu.hpp"
 #include "harness/registry.hpp"
-#include "harness/runner.hpp"
+#include "harness/pair_run.hpp"
 #include "temp_dir_support.hpp"
 
 namespace faprobe {

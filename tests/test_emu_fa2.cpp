@@ -28,7 +28,7 @@
 #include "cuda/launchers.hpp"
 #include "flash_kernel_support.hpp"
 #include "harness/registry.hpp"
-#include "harness/runner.hpp"
+#include "harness/pair_run.hpp"
 #include "model/case.hpp"
 
 namespace faprobe {

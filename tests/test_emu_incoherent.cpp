@@ -16,7 +16,7 @@
 #include "cuda/launchers.hpp"
 #include "emulator_test_support.hpp"
 #include "harness/registry.hpp"
-#include "harness/runner.hpp"
+#include "harness/pair_run.hpp"
 #include "model/case.hpp"
 #include "model/incoherent.hpp"
 #include "model/tensor.hpp"

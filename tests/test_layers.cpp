@@ -223,8 +223,6 @@ const std::vector<std::string> kKnownCircles = {
     "kernels/cuda/probes/probe_launch_gpu → kernels/cuda/probes/tma_probes → kernels/cuda/probes/probe_launch_gpu",
     "kernels/cuda/probes/probe_launch_gpu → kernels/cuda/probes/warp_probes → kernels/cuda/probes/probe_launch_gpu",
     "kernels/cuda/runtime/gpu → kernels/cuda/runtime/stream_hold → kernels/cuda/runtime/gpu",
-    "src/harness/interleave → src/harness/runner → src/harness/interleave",
-    "src/harness/provenance → src/harness/runner → src/harness/provenance",
 };
 
 TEST(Layers, NoNewCircleOfModules) {

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/jsonl_reader.hpp"
 #include "harness/output_files.hpp"
 #include "harness/progress.hpp"
 #include "harness/writers.hpp"

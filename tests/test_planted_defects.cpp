@@ -19,7 +19,7 @@
 #include "cpu/cpu_isa.hpp"
 #include "cpu_isa_support.hpp"
 #include "cpu/planted.hpp"
-#include "harness/runner.hpp"
+#include "harness/pair_run.hpp"
 #include "model/case.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"

@@ -21,6 +21,7 @@
 #include "cuda/runtime/gpu.hpp"
 #include "harness/interleave.hpp"
 #include "harness/measure.hpp"
+#include "harness/pair_run.hpp"
 #include "harness/progress.hpp"
 #include "harness/registry.hpp"
 #include "harness/runner.hpp"

@@ -1,4 +1,6 @@
-// Writers: JSONL streams and reads back exactly; the JSON document and CSV carry the same records.
+// Writers: JSONL streams and reads back exactly; the JSON document and CSV carry the same records; the flat
+// formats print the one column table (columns.hpp), which is itself checked for what a new column could get
+// wrong.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -7,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/columns.hpp"
+#include "harness/jsonl_reader.hpp"
 #include "harness/writers.hpp"
 #include "model/errors.hpp"
 
@@ -275,6 +279,99 @@ TEST(Writers, BandwidthAboveTheCopyRateIsMarkedCacheResident) {
   for (const Record& record : sample_records()) quiet_writer.write(record);
   EXPECT_EQ(quiet_table.str().find('*'), std::string::npos) << quiet_table.str();
   EXPECT_EQ(markdown_document(sample_records()).find('*'), std::string::npos);
+}
+
+// What a column of columns.hpp could get wrong, each a line naming the column: a CSV name twice, a unit the
+// name does not end in (the CSV's units are in its headers), a format without its getter, a table column
+// with one header but not the other, a column in no format.
+std::vector<std::string> column_problems(const std::vector<Column>& columns) {
+  const std::vector<std::pair<std::string, std::string>> unit_suffixes = {
+      {"s", "_s"}, {"bytes", "bytes"}, {"fraction", "_fraction"}, {"FLOP/s", "_per_s"}, {"B/s", "_per_s"},
+      {"FLOP", "flops"}};
+  std::vector<std::string> problems;
+  std::vector<std::string> names;
+  for (const Column& column : columns) {
+    const std::string name = column.csv ? column.csv : column.markdown ? column.markdown : "(unnamed)";
+    if (column.csv) {
+      if (std::find(names.begin(), names.end(), name) != names.end()) problems.push_back(name + ": named twice");
+      names.push_back(name);
+      if (!column.csv_value) problems.push_back(name + ": in the CSV without csv_value");
+      for (const auto& [unit, suffix] : unit_suffixes) {
+        const bool ends = name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+        if (column.unit == unit && !ends) problems.push_back(name + ": unit " + unit + " but the name does not end in " + suffix);
+      }
+    }
+    if ((column.markdown == nullptr) != (column.terminal == nullptr)) {
+      problems.push_back(name + ": a header for one table but not the other");
+    }
+    if (column.markdown && !column.table_value) problems.push_back(name + ": in the tables without table_value");
+    if (!column.csv && !column.markdown) problems.push_back(name + ": in no format");
+  }
+  return problems;
+}
+
+TEST(Columns, EveryColumnIsNamedOnceWithItsUnitAndItsGetters) {
+  EXPECT_EQ(column_problems(record_columns()), std::vector<std::string>{});
+  // The check itself, on planted tables: each defect is named.
+  auto planted = [](auto change) {
+    std::vector<Column> columns = record_columns();
+    change(columns);
+    return column_problems(columns);
+  };
+  auto find = [](const std::vector<Column>& columns, const std::string& csv) {
+    return std::find_if(columns.begin(), columns.end(),
+                        [&](const Column& c) { return c.csv && csv == c.csv; }) - columns.begin();
+  };
+  EXPECT_EQ(planted([&](std::vector<Column>& c) { c.push_back(c[std::size_t(find(c, "seq_k"))]); }),
+            std::vector<std::string>{"seq_k: named twice"});
+  EXPECT_EQ(planted([&](std::vector<Column>& c) { c[std::size_t(find(c, "peak_bytes"))].unit = "s"; }),
+            std::vector<std::string>{"peak_bytes: unit s but the name does not end in _s"});
+  EXPECT_EQ(planted([&](std::vector<Column>& c) { c[std::size_t(find(c, "samples"))].table_value = nullptr; }),
+            std::vector<std::string>{"samples: in the tables without table_value"});
+  EXPECT_EQ(planted([&](std::vector<Column>& c) { c[std::size_t(find(c, "reason"))].csv_value = nullptr; }),
+            std::vector<std::string>{"reason: in the CSV without csv_value"});
+  EXPECT_EQ(planted([&](std::vector<Column>& c) { c[std::size_t(find(c, "status"))].terminal = nullptr; }),
+            std::vector<std::string>{"status: a header for one table but not the other"});
+}
+
+// The flat formats are printers over the table: the CSV's header is its CSV names, the Markdown's header its
+// Markdown headers and every row as many cells, the terminal's header its terminal headers, in order.
+TEST(Columns, TheFlatFormatsPrintTheTableInItsOrder) {
+  std::vector<std::string> csv, markdown, terminal;
+  for (const Column& column : record_columns()) {
+    if (column.csv) csv.push_back(column.csv);
+    if (column.markdown) markdown.push_back(column.markdown);
+    if (column.terminal) terminal.push_back(column.terminal);
+  }
+  EXPECT_EQ(csv_header(), csv);
+  for (const Record& record : sample_records()) EXPECT_EQ(csv_row(record).size(), csv.size());
+
+  std::istringstream lines(markdown_document(sample_records()));
+  std::string header, rule, row;
+  std::getline(lines, header);
+  std::getline(lines, rule);
+  std::string expected_header = "|";
+  for (const std::string& name : markdown) expected_header += " " + name + " |";
+  EXPECT_EQ(header, expected_header);
+  EXPECT_EQ(std::count(rule.begin(), rule.end(), '|'), std::ptrdiff_t(markdown.size() + 1)) << rule;
+  while (std::getline(lines, row) && !row.empty()) {
+    // An escaped '|' ("\|") is part of a cell.
+    std::size_t bars = 0;
+    for (std::size_t i = 0; i < row.size(); ++i) bars += row[i] == '|' && (i == 0 || row[i - 1] != '\\');
+    EXPECT_EQ(bars, markdown.size() + 1) << row;
+  }
+
+  std::ostringstream table;
+  TableWriter(table).write(sample_records()[0]);
+  std::istringstream words(table.str().substr(0, table.str().find('\n')));
+  std::vector<std::string> shown;
+  for (std::string word; words >> word;) shown.push_back(word);
+  std::vector<std::string> expected;  // "peak mem" is two words on the line
+  for (const std::string& name : terminal) {
+    std::istringstream parts(name);
+    for (std::string part; parts >> part;) expected.push_back(part);
+  }
+  EXPECT_EQ(shown, expected);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "harness/isolation.hpp"
 #include "harness/kv_cache_files.hpp"
 #include "harness/npy.hpp"
 #include "harness/output_files.hpp"

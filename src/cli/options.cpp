@@ -16,6 +16,7 @@
 #include "cuda/runtime/gpu.hpp"
 #include "cuda/runtime/nvml.hpp"
 #include "harness/build_info.hpp"
+#include "harness/isolation.hpp"
 #include "harness/plugins.hpp"
 #include "harness/range.hpp"
 #include "harness/writers.hpp"

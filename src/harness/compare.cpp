@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "harness/range.hpp"
 #include "harness/statistics.hpp"
 #include "harness/writers.hpp"
 #include "model/errors.hpp"

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/range.hpp"
 #include "harness/writers.hpp"
 
 namespace faprobe {

@@ -21,6 +21,7 @@
 #include <fmt/ranges.h>
 
 #include "harness/child_process.hpp"
+#include "harness/jsonl_reader.hpp"
 #include "harness/progress.hpp"
 #include "model/errors.hpp"
 

@@ -20,6 +20,7 @@ struct Member {
   Record* record = nullptr;
   std::uint64_t mem_limit = 0;  // --mem-limit, or its device's default
   double first_run_s = 0;
+  MemoryCounters memory;  // its use alone (step 3): in the rounds the others' allocations count too
   std::unique_ptr<PreparedCase> prepared;  // held from step 4 until it fails or the rounds end
   std::unique_ptr<Sampler> sampler;
 };
@@ -74,10 +75,8 @@ void run_group(const std::vector<Member*>& group, const Case& c, const MeasureSe
       const std::unique_ptr<PreparedCase> alone = member->impl->prepare(c);
       alone->configure(measure);
       member->first_run_s = first_run_checked(*member->impl, c, *alone, measure, record);
-      const MemoryCounters counters = alone->device_memory().value_or(host_memory().counters());
-      record.memory.peak_bytes = counters.peak_bytes;
-      record.memory.workspace_bytes = counters.workspace_bytes;
-      record.details = alone->details();
+      member->memory = used_memory(*alone);
+      record_measured(*alone, member->memory, std::nullopt, record);  // what stands if the rounds fail
       round.push_back(member);
     });
   }
@@ -132,12 +131,10 @@ void run_group(const std::vector<Member*>& group, const Case& c, const MeasureSe
 
   for (Member* member : round) {
     if (!member->prepared) continue;  // failed: no time, as a sequential run that throws has none
-    Record& record = *member->record;
-    record.time = member->sampler->stats(member->impl->runs_on_gpu() ? on_gpu : on_cpu);
-    record.time->order = SampleOrder::interleaved;
-    record.time->interleaved_with = names;
-    if (record.time->samples == 0) record.time.reset();
-    guarded(*member, [&] { record.details = member->prepared->details(); });
+    TimeStats time = member->sampler->stats(member->impl->runs_on_gpu() ? on_gpu : on_cpu);
+    time.order = SampleOrder::interleaved;
+    time.interleaved_with = names;
+    guarded(*member, [&] { record_measured(*member->prepared, member->memory, std::move(time), *member->record); });
     member->prepared.reset();
   }
 }

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "harness/record.hpp"
-#include "harness/runner.hpp"
+#include "harness/pair_run.hpp"
 #include "model/case.hpp"
 #include "model/implementation.hpp"
 

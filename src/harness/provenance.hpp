@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/runner.hpp"
+#include "harness/run_options.hpp"
 #include "model/case.hpp"
 #include "model/implementation.hpp"
 

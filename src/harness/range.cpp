@@ -200,6 +200,12 @@ double parse_number(std::string_view text, std::string_view what, double min_val
   return value;
 }
 
+std::string format_seconds(double seconds) {
+  if (seconds >= 1.0) return fmt::format("{:.3f} s", seconds);
+  if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
+  return fmt::format("{:.1f} us", seconds * 1e6);
+}
+
 std::string format_bytes(double bytes) {
   static constexpr const char* kUnits[] = {"B", "kB", "MB", "GB", "TB", "PB"};
   int unit = 0;

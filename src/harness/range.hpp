@@ -40,5 +40,6 @@ std::uint64_t parse_size(std::string_view text, std::string_view what);
 double parse_number(std::string_view text, std::string_view what, double min_value, double max_value);
 
 std::string format_bytes(double bytes);  // "137.4 GB", "512.0 MB" (decimal units, like the seed's table)
+std::string format_seconds(double seconds);  // "1.234 s", "12.345 ms", "13.2 us"
 
 }  // namespace faprobe

@@ -122,6 +122,13 @@ struct Record {
 };
 
 void to_json(nlohmann::json& out, const Record& record);
+
+// JSON text of a record or document that may carry text faprobe did not produce (an isolated child's last
+// stderr line): bytes that are not UTF-8 are written as U+FFFD rather than making dump() throw halfway
+// through a run.
+inline std::string json_text(const nlohmann::json& value, int indent = -1) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 void from_json(const nlohmann::json& in, Record& record);
 
 }  // namespace faprobe

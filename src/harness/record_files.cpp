@@ -6,7 +6,7 @@
 
 #include "harness/input_file.hpp"
 #include "harness/repeat.hpp"
-#include "harness/writers.hpp"
+#include "harness/jsonl_reader.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe {

@@ -8,17 +8,15 @@
 
 namespace faprobe {
 
-// One line per implementation below; each factory lives in the implementation's own file.
+// One line per implementation below (the CPU ones: kernels/cpu/factories.hpp's list); each factory lives in
+// the implementation's own file.
 
 namespace {
 
 std::vector<std::unique_ptr<Implementation>>& registered() {
   static std::vector<std::unique_ptr<Implementation>> all = [] {
     std::vector<std::unique_ptr<Implementation>> list;
-    list.push_back(cpu::make_naive());
-    list.push_back(cpu::make_tiled());
-    list.push_back(cpu::make_decode());
-    list.push_back(cpu::make_decode_splitk());
+    for (const cpu::Factory make : cpu::kFactories) list.push_back(make());  // kernels/cpu/factories.hpp
     list.push_back(cuda::make_naive(cuda::Target::gpu));
     list.push_back(cuda::make_fa1(cuda::Target::gpu));
     list.push_back(cuda::make_fa2(cuda::Target::gpu));

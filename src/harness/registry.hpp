@@ -1,8 +1,9 @@
 // The one list of implementations (the interface they share is model/implementation.hpp). Nothing else in
 // the program, or in the unit tests, knows which implementations exist: adding one is its own file, its line
 // in its folder's CMakeLists.txt (kernels/cpu/, or a CUDA kernel's folder, which kernels/cuda/CMakeLists.txt
-// adds) and one line in registry.cpp. tests/test_cpu_kernels.cpp checks every CPU implementation registered
-// here against the reference.
+// adds) and its factory listed: a CPU kernel's in kernels/cpu/factories.hpp (declared and listed), any other's
+// in registry.cpp. tests/test_cpu_kernels.cpp checks every CPU implementation registered here against the
+// reference.
 // Plugins (harness/plugins.hpp) add theirs at run time, after the built-in ones, through register_implementation.
 #pragma once
 #include <memory>

@@ -17,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "harness/child_process.hpp"
+#include "harness/jsonl_reader.hpp"
 #include "harness/measure.hpp"
 #include "harness/progress.hpp"
 #include "harness/writers.hpp"

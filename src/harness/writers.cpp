@@ -6,29 +6,11 @@
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
 
-#include "harness/input_file.hpp"
-#include "harness/range.hpp"
+#include "harness/columns.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe {
 namespace {
-
-// Records may carry text faprobe did not produce (an isolated child's last stderr line); bytes that are not
-// UTF-8 are written as U+FFFD rather than making dump() throw halfway through a run.
-std::string dump(const nlohmann::json& value, int indent = -1) {
-  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-
-std::string number(double value) { return fmt::format("{:.6g}", value); }
-std::string optional_number(const std::optional<double>& value) { return value ? number(*value) : ""; }
-
-// Half the interquartile range over the median, the "±" the tables show beside a median; none for a record
-// without time or with one sample (whose quartiles are the median: no spread was seen, not a spread of 0).
-std::optional<double> half_iqr_fraction(const Record& r) {
-  if (!r.time || r.time->samples < 2 || !(r.time->median > 0)) return std::nullopt;
-  return (r.time->q3 - r.time->q1) / 2 / r.time->median;
-}
 
 std::string csv_escape(const std::string& text) {
   const std::string field = valid_utf8(text);
@@ -40,31 +22,6 @@ std::string csv_escape(const std::string& text) {
 
 }  // namespace
 
-std::string shortened_error(std::string text) {
-  constexpr std::size_t kMaxErrorText = 200;  // of a parser's message, which quotes what it read
-  if (text.size() > kMaxErrorText) text = text.substr(0, kMaxErrorText) + "...";
-  return text;
-}
-
-int json_nesting_depth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char ch : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (ch == '\\') escaped = true;
-      else if (ch == '"') in_string = false;
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (ch == ']' || ch == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 JsonlWriter::JsonlWriter(const std::string& path)
     : file_(std::make_unique<AppendFile>(check_output("--out", path, OutputUse::log))) {}
 
@@ -73,7 +30,7 @@ JsonlWriter::JsonlWriter(std::unique_ptr<AppendFile> file, std::optional<std::si
 
 JsonlWriter::~JsonlWriter() = default;
 
-std::string jsonl_line(const Record& record) { return dump(nlohmann::json(record)) + "\n"; }
+std::string jsonl_line(const Record& record) { return json_text(nlohmann::json(record)) + "\n"; }
 
 std::string jsonl_document(const std::vector<Record>& records) {
   std::string text;
@@ -95,82 +52,11 @@ void JsonlWriter::write(const Record& record) {
   if (records_on_disk_) ++*records_on_disk_;
 }
 
-void check_line_lengths(std::string_view bytes, const std::string& path) {
-  int line_number = 0;
-  for (std::size_t begin = 0; begin < bytes.size();) {
-    ++line_number;
-    const std::size_t newline = std::min(bytes.find('\n', begin), bytes.size());
-    if (newline - begin > kMaxRecordLineBytes) {
-      static_assert(kMaxRecordLineBytes == 1 << 20, "the message says 1 MiB");
-      throw UsageError(fmt::format("{}:{}: a line of {} bytes, more than the 1 MiB a line of a result file may hold "
-                                   "(a record is one line of at most a few hundred kB: not a faprobe result file?)",
-                                   path, line_number, newline - begin));
-    }
-    begin = newline + 1;
-  }
-}
-
-ResumeFile parse_resume_jsonl(std::string_view bytes, const std::string& path) {
-  check_line_lengths(bytes, path);  // before any line is parsed: a torn line is never that long either
-  ResumeFile file;
-  int line_number = 0;
-  for (std::size_t begin = 0; begin < bytes.size();) {
-    ++line_number;
-    const std::size_t newline = bytes.find('\n', begin);
-    const bool complete = newline != std::string_view::npos;  // it has its newline
-    const std::size_t line_begin = begin;
-    const std::string_view line = bytes.substr(begin, (complete ? newline : bytes.size()) - begin);
-    begin = complete ? newline + 1 : bytes.size();
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    const std::string where = fmt::format("{}:{}", path, line_number);
-    if (json_nesting_depth(line) > kMaxRecordDepth) {
-      throw UsageError(fmt::format("{}: not a faprobe record: nested deeper than {} levels", where, kMaxRecordDepth));
-    }
-    nlohmann::json value;
-    try {
-      value = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& error) {
-      // Each record is written as one line, '{' first and newline last, in one write: a line that starts as
-      // a record does but has no newline and is not even JSON is a write that was cut short. Anything else
-      // (a text file given as --out by mistake) is not ours to cut.
-      if (!complete && line[line.find_first_not_of(" \t\r")] == '{') {
-        file.good_bytes = line_begin;
-        file.torn_line = line_number;
-        file.warning = fmt::format("{}: dropped a torn last line ({} bytes of a write that did not finish)", where,
-                                   line.size());
-        return file;
-      }
-      throw UsageError(fmt::format("{}: not a faprobe record: {}", where, shortened_error(error.what())));
-    }
-    Record record;
-    try {
-      record = value.get<Record>();
-    } catch (const std::exception& error) {
-      throw UsageError(fmt::format("{}: not a faprobe record: {}", where, shortened_error(error.what())));
-    }
-    try {
-      record.c.validate();  // a resumed case is input like any other
-    } catch (const UsageError& error) {
-      throw UsageError(fmt::format("{}: not a valid case: {}", where, error.what()));
-    }
-    file.records.push_back(std::move(record));
-  }
-  file.good_bytes = bytes.size();
-  file.missing_newline = !bytes.empty() && bytes.back() != '\n';
-  return file;
-}
-
-std::vector<Record> read_jsonl(const std::string& path) {
-  const ResumeFile file = parse_resume_jsonl(read_text_file(path, "", kMaxJsonlBytes), path);
-  if (file.torn_line != 0) throw UsageError(fmt::format("{}:{}: torn last line", path, file.torn_line));
-  return file.records;
-}
-
 std::string json_document(const nlohmann::json& metadata, const std::vector<Record>& records) {
   nlohmann::json document = metadata;
   document["schema"] = kSchema;
   document["records"] = records;
-  return dump(document, 2) + "\n";
+  return json_text(document, 2) + "\n";
 }
 
 void write_json(const std::string& path, const nlohmann::json& metadata, const std::vector<Record>& records) {
@@ -178,70 +64,19 @@ void write_json(const std::string& path, const nlohmann::json& metadata, const s
 }
 
 std::vector<std::string> csv_header() {
-  return {"impl",          "device",         "batch",           "heads",          "kv_heads",
-          "seq_q",         "seq_k",          "head_dim",        "dtype",          "mask",
-          "mode",          "seed",           "page_size",       "splits",         "seqlens",
-          "inputs",
-          "status",          "reason",         "time_median_s",
-          "time_mean_s",   "time_min_s",     "time_max_s",      "time_q1_s",      "time_q3_s",
-          "time_stddev_s", "samples",        "time_half_iqr_fraction",
-          "contended",     "contention_evidence", "predicted_time_s", "flops",         "bytes",
-          "gflops_per_s",  "tflops_per_s",   "gbytes_per_s",    "bandwidth_fraction", "peak_bytes",
-          "workspace_bytes", "predicted_bytes", "max_abs_diff", "max_rel_diff", "tolerance",
-          "rows_checked",  "heads_checked",  "passed",          "details_json"};
+  std::vector<std::string> names;
+  for (const Column& column : record_columns()) {
+    if (column.csv != nullptr) names.push_back(column.csv);
+  }
+  return names;
 }
 
-std::vector<std::string> csv_row(const Record& r) {
-  const auto& t = r.time;
-  auto time_field = [&](double TimeStats::*field) { return t ? number((*t).*field) : std::string(); };
-  const auto gflops = r.gflops();
-  const auto& v = r.verify;
-  return {r.impl,
-          r.device,
-          std::to_string(r.c.batch),
-          std::to_string(r.c.heads),
-          std::to_string(r.c.kv_heads),
-          std::to_string(r.c.seq_q),
-          std::to_string(r.c.seq_k),
-          std::to_string(r.c.head_dim),
-          std::string(to_string(r.c.dtype)),
-          std::string(to_string(r.c.mask)),
-          std::string(to_string(r.c.mode)),
-          std::to_string(r.c.seed),
-          std::to_string(r.c.page_size),
-          std::to_string(r.c.splits),
-          fmt::format("{}", fmt::join(r.c.seqlens, " ")),  // space-separated: one CSV field; empty = equal lengths
-          std::string(to_string(r.c.inputs)),
-          std::string(to_string(r.status)),
-          r.reason,
-          time_field(&TimeStats::median),
-          time_field(&TimeStats::mean),
-          time_field(&TimeStats::min),
-          time_field(&TimeStats::max),
-          time_field(&TimeStats::q1),
-          time_field(&TimeStats::q3),
-          time_field(&TimeStats::stddev),
-          t ? std::to_string(t->samples) : std::string(),
-          optional_number(half_iqr_fraction(r)),
-          t ? (t->contended ? "true" : "false") : std::string(),
-          t && t->contended ? fmt::format("{}", fmt::join(t->contended->evidence, "; ")) : std::string(),
-          number(r.predicted_time_s),
-          number(r.flops()),
-          number(r.bytes()),
-          optional_number(gflops),
-          gflops ? number(*gflops * 1e-3) : std::string(),
-          optional_number(r.gbytes_per_s()),
-          optional_number(r.bandwidth_fraction),
-          std::to_string(r.memory.peak_bytes),
-          std::to_string(r.memory.workspace_bytes),
-          std::to_string(r.memory.predicted_bytes),
-          v ? number(v->max_abs_diff) : std::string(),
-          v ? number(v->max_rel_diff) : std::string(),
-          v ? number(v->tolerance) : std::string(),
-          v ? std::to_string(v->rows_checked) : std::string(),
-          v ? std::to_string(v->heads_checked) : std::string(),
-          v ? (v->passed ? "true" : "false") : std::string(),
-          dump(r.details)};
+std::vector<std::string> csv_row(const Record& record) {
+  std::vector<std::string> fields;
+  for (const Column& column : record_columns()) {
+    if (column.csv != nullptr) fields.push_back(column.csv_value(record));
+  }
+  return fields;
 }
 
 std::string csv_document(const std::vector<Record>& records) {
@@ -259,75 +94,25 @@ void write_csv(const std::string& path, const std::vector<Record>& records) {
   write_document(check_output("--csv", path, OutputUse::document), csv_document(records));
 }
 
-std::string format_seconds(double seconds) {
-  if (seconds >= 1.0) return fmt::format("{:.3f} s", seconds);
-  if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
-  return fmt::format("{:.1f} us", seconds * 1e6);
-}
-
-namespace {
-// The columns shared by the Markdown and terminal tables: spread is half the IQR over the median in percent
-// ("±"), samples the sample count ("n"), bandwidth_percent the record's bandwidth_fraction in percent ("BW %"
-// on the terminal), marked with kCacheLegend's "*" when above 100 (above_copy).
-struct TableCells {
-  std::string impl, case_label, status, median, spread, samples, gflops, bandwidth_percent, peak, check;
-  bool above_copy = false;
-};
-
-TableCells table_cells(const Record& r) {
-  TableCells cells{r.impl, r.c.label(), std::string(to_string(r.status)), "-", "-", "-", "-", "-", "-", "-"};
-  if (r.time) {
-    // One sample shows as n 1 with no spread ("-"), and kOneSampleLegend under the first.
-    cells.median = (r.time->contended ? "busy " : "") + format_seconds(r.time->median);
-    cells.samples = std::to_string(r.time->samples);
-  }
-  if (const auto spread = half_iqr_fraction(r)) cells.spread = fmt::format("{:.1f} %", *spread * 100);
-  if (const auto gflops = r.gflops()) cells.gflops = fmt::format("{:.1f}", *gflops);
-  if (r.bandwidth_fraction) {
-    cells.above_copy = *r.bandwidth_fraction > 1;
-    cells.bandwidth_percent = fmt::format("{:.1f}{}", *r.bandwidth_fraction * 100, cells.above_copy ? "*" : "");
-  }
-  if (r.memory.peak_bytes) cells.peak = format_bytes(double(r.memory.peak_bytes));
-  if (r.verify) {
-    cells.check = r.verify->passed ? fmt::format("pass {:.1e}", r.verify->max_abs_diff)
-                                   : fmt::format("FAIL: {}", r.verify->note);
-  }
-  if (r.status == Status::skipped || r.status == Status::unsupported || r.status == Status::failed) {
-    cells.check = r.reason;
-  }
-  return cells;
-}
-
-// A table cell's text: valid UTF-8, on one line, with its '|' (and the '\\' that could escape one) escaped.
-std::string markdown_cell(const std::string& text) {
-  std::string cell;
-  for (const char ch : valid_utf8(text)) {
-    if (ch == '|' || ch == '\\') cell += '\\';
-    cell += ch == '\n' || ch == '\r' ? ' ' : ch;
-  }
-  return cell;
-}
-
-// The bandwidth cell, its kCacheLegend mark escaped ("469.4\*"): a bare star may start emphasis.
-std::string markdown_bandwidth(const TableCells& cells) {
-  if (!cells.above_copy) return cells.bandwidth_percent;
-  return cells.bandwidth_percent.substr(0, cells.bandwidth_percent.size() - 1) + "\\*";
-}
-}  // namespace
-
 std::string markdown_document(const std::vector<Record>& records) {
-  std::string text =
-      "| implementation | case | status | median time | ± (half IQR) | samples | GFLOP/s | % of copy bandwidth "
-      "| peak memory | check (max abs diff) |\n"
-      "|---|---|---|---:|---:|---:|---:|---:|---:|---|\n";
+  std::string header = "|", rule = "|";
+  for (const Column& column : record_columns()) {
+    if (column.markdown == nullptr) continue;
+    header += fmt::format(" {} |", column.markdown);
+    rule += column.width > 0 ? "---:|" : "---|";
+  }
+  std::string text = header + "\n" + rule + "\n";
   bool any_busy = false, any_above_copy = false, any_one_sample = false;
   for (const Record& record : records) {
-    const TableCells c = table_cells(record);
-    text += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(c.impl),
-                        markdown_cell(c.case_label), c.status, c.median, c.spread, c.samples, c.gflops,
-                        markdown_bandwidth(c), c.peak, markdown_cell(c.check));
+    text += "|";
+    for (const Column& column : record_columns()) {
+      if (column.markdown == nullptr) continue;
+      text += fmt::format(" {} |", column.markdown_value ? column.markdown_value(record)
+                                                         : markdown_cell(column.table_value(record)));
+    }
+    text += "\n";
     any_busy = any_busy || (record.time && record.time->contended);
-    any_above_copy = any_above_copy || c.above_copy;
+    any_above_copy = any_above_copy || above_copy_bandwidth(record);
     any_one_sample = any_one_sample || (record.time && record.time->samples == 1);
   }
   if (any_busy) text += fmt::format("\n{}\n", kBusyLegend);
@@ -341,14 +126,31 @@ void write_markdown(const std::string& path, const std::vector<Record>& records)
 }
 
 void TableWriter::write(const Record& record) {
-  constexpr const char* kRow = "{:<18} {:<34} {:<11} {:>13} {:>7} {:>7} {:>9} {:>7} {:>10}  {}\n";
+  // One line of cells, each padded to its column's width (the last one not), one space apart and two before
+  // the last.
+  auto print_row = [&](auto cell) {
+    std::string line;
+    bool first = true;
+    for (const Column& column : record_columns()) {
+      if (column.terminal == nullptr) continue;
+      const std::string text = cell(column);
+      line += first ? "" : column.width == 0 ? "  " : " ";
+      first = false;
+      if (column.width < 0) {
+        line += fmt::format("{:<{}}", text, -column.width);
+      } else if (column.width > 0) {
+        line += fmt::format("{:>{}}", text, column.width);
+      } else {
+        line += text;
+      }
+    }
+    fmt::print(out_, "{}\n", line);
+  };
   if (!header_written_) {
-    fmt::print(out_, kRow, "impl", "case", "status", "median", "±", "n", "GFLOP/s", "BW %", "peak mem", "check");
+    print_row([](const Column& column) { return std::string(column.terminal); });
     header_written_ = true;
   }
-  const TableCells c = table_cells(record);
-  fmt::print(out_, kRow, c.impl, c.case_label, c.status, c.median, c.spread, c.samples, c.gflops,
-             c.bandwidth_percent, c.peak, c.check);
+  print_row([&](const Column& column) { return column.table_value(record); });
   // A failed check's diagnosis (reference/explain.hpp), a line each under its row.
   if (record.verify && !record.verify->passed) {
     for (const std::string& line : record.verify->diagnosis) fmt::print(out_, "    why: {}\n", line);
@@ -359,7 +161,7 @@ void TableWriter::write(const Record& record) {
     for (const std::string& line : record.time->contended->evidence) fmt::print(out_, "    busy: {}\n", line);
     busy_explained_ = true;
   }
-  if (c.above_copy && !cache_explained_) {
+  if (above_copy_bandwidth(record) && !cache_explained_) {
     fmt::print(out_, "    {}\n", kCacheLegend);
     cache_explained_ = true;
   }

@@ -1,7 +1,8 @@
 // Output formats, each a thin printer over records: JSONL (one record per line, appended and flushed as
-// each case finishes), the --json document (records wrapped with the run's metadata), CSV (one flat row
-// per record, units in the headers), Markdown, and the terminal table; and the JSONL read back for
-// --resume. `-` as a path means stdout. How files are checked, replaced and locked: output_files.hpp.
+// each case finishes), the --json document (records wrapped with the run's metadata), and the flat ones
+// over the column table of columns.hpp: CSV (one row per record, units in the headers), Markdown and the
+// terminal table. `-` as a path means stdout. How files are checked, replaced and locked: output_files.hpp;
+// the JSONL read back: jsonl_reader.hpp.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -37,42 +38,6 @@ class JsonlWriter {
   std::optional<std::size_t> records_on_disk_;
 };
 
-// A JSONL file of records as --resume reads it back, from the file's bytes alone (no file system, so that it
-// can be fuzzed): every line a record whose case passes Case::validate(), blank lines skipped. A last line
-// cut short by a crash, a kill or a full disk (begun with '{', no newline, not JSON) is torn: it is dropped,
-// and the file is to be cut to good_bytes. Any other bad line is a UsageError "PATH:LINE: why". Throws nothing else, on any
-// input.
-struct ResumeFile {
-  std::vector<Record> records;
-  std::uint64_t good_bytes = 0;  // the bytes to keep: all of them, or up to the torn last line
-  bool missing_newline = false;  // the kept bytes end in a record without its '\n': append one before more
-  int torn_line = 0;             // the torn line's number (1-based), 0 if none
-  std::string warning;           // "PATH:LINE: dropped ..." when a torn line was dropped, else ""
-};
-ResumeFile parse_resume_jsonl(std::string_view bytes, const std::string& path);
-
-// The deepest nesting of arrays and objects in a JSON text, strings skipped: a scan that cannot overflow the
-// stack, done before parsing what faprobe reads back (copying and printing nlohmann values recurse once per
-// level).
-int json_nesting_depth(std::string_view text);
-inline constexpr int kMaxRecordDepth = 64;
-// A parser's message cut to 200 characters (it quotes what it read), for one-line errors.
-std::string shortened_error(std::string text);  // a record nests 3 levels, its details a few more
-
-// The largest JSONL read back (about a million records).
-inline constexpr std::uint64_t kMaxJsonlBytes = std::uint64_t(1) << 30;
-// The longest line of a result file read back: a record is one line, and the largest one faprobe writes
-// (10,000 kept samples, its details) is about 250 kB; a --json document is written indented, a value a
-// line. A longer line is refused before it is parsed, so that no line costs more than a few MB to read.
-inline constexpr std::size_t kMaxRecordLineBytes = std::size_t(1) << 20;
-
-// The first line of `bytes` longer than kMaxRecordLineBytes, as a UsageError "PATH:LINE: ..." (its last
-// line too, newline or not); returns when there is none.
-void check_line_lengths(std::string_view bytes, const std::string& path);
-
-// The records of a JSONL file, strictly: a torn last line is a UsageError too.
-std::vector<Record> read_jsonl(const std::string& path);
-
 // One record as a line of the --out JSONL, newline included; a whole JSONL of records (faprobe merge).
 std::string jsonl_line(const Record& record);
 std::string jsonl_document(const std::vector<Record>& records);
@@ -88,6 +53,7 @@ void write_json(const std::string& path, const nlohmann::json& metadata, const s
 void write_csv(const std::string& path, const std::vector<Record>& records);
 void write_markdown(const std::string& path, const std::vector<Record>& records);
 
+// The CSV's header and one record's fields: the columns of columns.hpp that have a CSV name, in order.
 std::vector<std::string> csv_header();
 std::vector<std::string> csv_row(const Record& record);
 
@@ -122,7 +88,5 @@ inline constexpr const char* kCacheLegend =
 inline constexpr const char* kOneSampleLegend =
     "n = 1: one timed sample (time_s.one_sample; --min-samples 1 past --max-time, or a budget spent by the first): "
     "no spread, so no sign of how far it may be off";
-
-std::string format_seconds(double seconds);  // "12.3 ms"
 
 }  // namespace faprobe

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_targets.hpp"
+#include "harness/jsonl_reader.hpp"
 #include "harness/writers.hpp"
 #include "model/errors.hpp"
 
