@@ -143,7 +143,7 @@ bool vote_all(std::uint32_t member_mask, bool predicate);
 bool vote_any(std::uint32_t member_mask, bool predicate);
 
 // --- Warp-level matrix instructions: every lane of a whole warp (member mask all 32 lanes, as .aligned
-// requires) passes its own fragment, and receives its own; the layouts are in emulator.cpp beside the code
+// requires) passes its own fragment, and receives its own; the layouts are in collectives.cpp beside the code
 // that applies them, with the PTX ISA figure each follows. ---
 enum class MmaInput { f16, bf16 };
 // mma.sync.aligned.m16n8k16.row.col.f32.<input>.<input>.f32 {d0..d3}, {a0..a3}, {b0,b1}, {c0..c3}: D = A·B + C,
