@@ -38,7 +38,7 @@ Launch::Launch(const LaunchConfig& config, std::function<void()> body)
       warps_((thread_count_ + warp_size - 1) / warp_size),
       warpgroups_((thread_count_ + warpgroup_size - 1) / warpgroup_size),
       shared_(static_cast<std::byte*>(::operator new(std::max<std::size_t>(config.shared_bytes, 1),
-                                                     std::align_val_t{shared_base_alignment}))),
+                                                     std::align_val_t{emulated_device.shared_base_alignment}))),
       detector_(thread_count_, config.shared_bytes, checks_enabled()),
       seed_(effective_schedule_seed(config.schedule_seed)),
       random_(seed_),
@@ -316,9 +316,9 @@ void launch(const LaunchConfig& config, std::function<void()> kernel_body) {
                                      current_launch->location()));
   const Dim3& block = config.block;
   const Dim3& grid = config.grid;
-  if (block.x == 0 || block.y == 0 || block.z == 0 || block.count() > detail::max_block_threads)
+  if (block.x == 0 || block.y == 0 || block.z == 0 || block.count() > emulated_device.max_block_threads)
     throw EmulationError(fmt::format("kernel '{}': block {} is empty or has more than {} threads", config.kernel_name,
-                                     format_dim(block), detail::max_block_threads));
+                                     format_dim(block), emulated_device.max_block_threads));
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     throw EmulationError(fmt::format("kernel '{}': empty grid {}", config.kernel_name, format_dim(grid)));
   if (!kernel_body) throw EmulationError(fmt::format("kernel '{}': no kernel body", config.kernel_name));

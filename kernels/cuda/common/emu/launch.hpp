@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/common/emu/device.hpp"
 #include "cuda/common/emu/emulator.hpp"
 #include "cuda/common/emu/fiber.hpp"
 #include "cuda/common/emu/race_detector.hpp"
@@ -33,9 +34,6 @@
 namespace faprobe::emu::detail {
 
 inline constexpr unsigned warp_size = 32;
-inline constexpr unsigned max_block_threads = 1024;  // as on every GPU since sm_20
-// Of the dynamic shared memory's base, as every 128B swizzle assumes.
-inline constexpr std::size_t shared_base_alignment = 1024;
 // What an in-flight accumulator holds until its wgmma retires: a signalling NaN with a recognizable payload.
 // Copying it keeps its bits; any arithmetic on it gives a quiet NaN, other bits, so a value computed from
 // it and written back is seen at retirement.
@@ -170,7 +168,9 @@ std::string wgmma_name(const WgmmaShape& shape);  // "wgmma.mma_async.sync.align
 std::string format_dim(const Dim3& d);             // "(x,y,z)"
 
 struct AlignedDelete {
-  void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{shared_base_alignment}); }
+  void operator()(std::byte* p) const {
+    ::operator delete(p, std::align_val_t{emulated_device.shared_base_alignment});
+  }
 };
 
 class Launch {
