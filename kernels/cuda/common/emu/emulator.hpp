@@ -65,8 +65,8 @@ struct Dim3 {
 struct LaunchConfig {
   std::string kernel_name;               // named in every error
   Dim3 grid;                             // CTAs, run one at a time in linear order
-  Dim3 block;                            // threads per CTA, at most 1024 as on the GPU
-  std::size_t shared_bytes = 0;          // dynamic shared memory per CTA
+  Dim3 block;                            // threads per CTA, at most 1024 as on the GPU (device.hpp)
+  std::size_t shared_bytes = 0;          // dynamic shared memory per CTA, at most sm_90's 227 KiB (device.hpp)
   std::size_t stack_bytes = 256 * 1024;  // per-thread fiber stack
   // 0: the default schedule (or ScopedSchedule's, or FAPROBE_EMU_SCHEDULE's); else the seed of a varied one.
   std::uint64_t schedule_seed = 0;

@@ -321,6 +321,11 @@ void launch(const LaunchConfig& config, std::function<void()> kernel_body) {
                                      format_dim(block), emulated_device.max_block_threads));
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     throw EmulationError(fmt::format("kernel '{}': empty grid {}", config.kernel_name, format_dim(grid)));
+  if (config.shared_bytes > emulated_device.max_shared_bytes_per_block)
+    throw EmulationError(fmt::format("kernel '{}': {} bytes of dynamic shared memory, more than the {} an {} block "
+                                     "may have",
+                                     config.kernel_name, config.shared_bytes,
+                                     emulated_device.max_shared_bytes_per_block, emulated_device.name));
   if (!kernel_body) throw EmulationError(fmt::format("kernel '{}': no kernel body", config.kernel_name));
   detail::Launch state(config, std::move(kernel_body));
   current_launch = &state;
