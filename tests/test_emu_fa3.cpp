@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "case_support.hpp"
+#include "cuda/common/emu/device.hpp"
 #include "cuda/common/emu/emulator.hpp"
 #include "cuda/fa3/fa3_emulated.hpp"
 #include "cuda/fa3/fa3_launch.hpp"
@@ -38,7 +39,7 @@ using namespace test_support;
 
 // The output of fa3 on case c under the emulator on a persistent grid of `sms` CTAs: the tile plain cuda.fa3
 // runs for the case, or `tile`.
-HostTensor run_fa3(const Case& c, std::vector<float>* lse = nullptr, int sms = cuda::fa3::kEmulatedSms,
+HostTensor run_fa3(const Case& c, std::vector<float>* lse = nullptr, int sms = emu::emulated_device.sm_count,
                    std::optional<cuda::Tile> tile = std::nullopt) {
   const cuda::Tile chosen = tile ? *tile : *cuda::default_tile(cuda::fa3_instantiations(), c.dtype, c.head_dim, c.mask);
   return run_flash_kernel(
@@ -46,7 +47,7 @@ HostTensor run_fa3(const Case& c, std::vector<float>* lse = nullptr, int sms = c
       [&](cuda::AttentionArgs& args) {
         std::vector<std::uint64_t> workspace((cuda::fa3_workspace_bytes(args) + 7) / 8);  // V^T for fp8_e4m3
         args.workspace = workspace.data();
-        if (sms == cuda::fa3::kEmulatedSms) {
+        if (sms == emu::emulated_device.sm_count) {
           cuda::fa3_forward(cuda::Launch{cuda::Target::emulator, nullptr}, args, chosen);
         } else {
           cuda::fa3::forward_emulated(args, chosen, sms);
@@ -123,7 +124,7 @@ class Fa3OddShapes : public testing::TestWithParam<TiledCase> {};
 TEST_P(Fa3OddShapes, MatchesReference) {
   const Case& c = GetParam().c;
   ASSERT_EQ(cuda::fa3_supports(c, GetParam().tile), "");
-  const VerifyResult result = check(c, run_fa3(c, nullptr, cuda::fa3::kEmulatedSms, GetParam().tile));
+  const VerifyResult result = check(c, run_fa3(c, nullptr, emu::emulated_device.sm_count, GetParam().tile));
   EXPECT_TRUE(result.passed) << c.label() << " tile " << GetParam().tile.name() << ": " << describe(result);
   EXPECT_GT(result.rows_checked, 0);
 }
@@ -222,7 +223,7 @@ TEST(Fa3, ShapesAreWarpgroupsWithinHoppersSharedMemory) {
     const std::size_t o_staging = i.dtype == DType::fp8_e4m3 ? std::size_t(shape.block_q) * std::size_t(i.head_dim) * 2 : 0;
     EXPECT_EQ(shape.shared_bytes,
               std::size_t(shape.block_q + 4 * shape.block_k) * std::size_t(i.head_dim) * element + o_staging + 10 * 8);
-    EXPECT_LE(shape.shared_bytes, std::size_t{227} * 1024);
+    EXPECT_LE(shape.shared_bytes, emu::emulated_device.max_shared_bytes_per_block);
   }
   // Each (dtype, head_dim, mask) of the kernel has exactly one default tile.
   for (DType dtype : {DType::fp16, DType::bf16, DType::fp8_e4m3})

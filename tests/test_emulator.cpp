@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cuda/common/emu/device.hpp"
 #include "cuda/common/emu/emulator.hpp"
 #include "cuda/common/isa.hpp"
 #include "cuda/probes/warp_probes.cuh"
@@ -474,6 +475,31 @@ TEST(Emulator, MisuseOutsideALaunchIsReported) {
   });
   expect_mentions(message, {"kernel 'inner'", "launched from inside kernel 'outer'"});
   EXPECT_THROW(faprobe::emu::launch({"too_big", {1, 1, 1}, {1025, 1, 1}, 0}, [] {}), EmulationError);
+}
+
+// The GPU refuses a launch past its per-block limits (emu/device.hpp), and so does the emulator: more threads
+// than a block may have, more dynamic shared memory than sm_90's 227 KiB; the limits themselves launch.
+TEST(Emulator, LaunchesPastTheDevicesLimitsAreRefused) {
+  using faprobe::emu::emulated_device;
+  const std::size_t limit = emulated_device.max_shared_bytes_per_block;
+  EXPECT_EQ(limit, std::size_t{227} * 1024);
+  std::string message = launch_error({"too_much_shared", {1, 1, 1}, {32, 1, 1}, limit + 1}, [] {});
+  expect_mentions(message, {"too_much_shared", "232449 bytes of dynamic shared memory", "232448",
+                            "emulated sm_90a"});
+  message = launch_error({"too_many_threads", {1, 1, 1}, {32, 32, 2}, 0}, [] {});
+  expect_mentions(message, {"too_many_threads", "block (32,32,2)", "more than 1024 threads"});
+
+  bool last_byte_written = false;
+  within_deadline([&] {
+    faprobe::emu::launch({"at_the_limits", {1, 1, 1}, {emulated_device.max_block_threads, 1, 1}, limit}, [&] {
+      SharedSpan<unsigned char> shared = isa::shared_array<unsigned char>(0, limit);
+      if (isa::thread_idx_x() == emulated_device.max_block_threads - 1) {
+        shared[limit - 1] = 1;
+        last_byte_written = true;
+      }
+    });
+  });
+  EXPECT_TRUE(last_byte_written);
 }
 
 }  // namespace

@@ -498,7 +498,7 @@ std::vector<std::string> shared_alignment_problems(const probes::ProbeOutput& ou
   return problems;
 }
 
-// Under the emulator, where the shared memory of each launch is allocated (emu/emulator.cpp). This fails while
+// Under the emulator, where the shared memory of each launch is allocated (emu/launch.cpp). This fails while
 // that allocation is only 128-byte aligned; the GPU's base is checked against it by EveryProbeMatchesTheGpu.
 TEST(ProbeSuite, EmulatedDynamicSharedMemoryStartsOn1024Bytes) {
   const probes::ProbeOutput output = emulated(probe_named("dynamic shared memory 1024B-aligned"), 10);

@@ -225,7 +225,7 @@ std::string KernelImplementation::base_name(const std::string& kernel) const {
 }
 
 std::string KernelImplementation::device() const {
-  if (target_ == Target::emulator) return kEmulatedDevice;
+  if (target_ == Target::emulator) return emu::emulated_device.name;
   const std::vector<gpu::DeviceInfo> found = gpu::devices();
   return found.empty() ? "cuda (no device)" : found.front().name;
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/common/emu/device.hpp"
 #include "cuda/common/tile_list.hpp"
 #include "cuda/launchers.hpp"
 #include "cuda/runtime/gpu.hpp"
@@ -29,15 +30,13 @@
 
 namespace faprobe::cuda {
 
-inline constexpr const char* kEmulatedDevice = "emulated sm_90a";
-
-// The SMs of the target: the GPU's, or an H200's 132 for the emulator (the device "emulated sm_90a" stands
-// for), so that an emulated run makes the choices the GPU would (decode splits, fa3's persistent grid).
+// The SMs of the target: the GPU's, or the emulated device's (emu/device.hpp), so that an emulated run makes
+// the choices the GPU would (decode splits, fa3's persistent grid); the emulated device's too when no GPU is
+// found.
 inline int target_sms(Target target) {
-  constexpr int kH200Sms = 132;
-  if (target == Target::emulator) return kH200Sms;
+  if (target == Target::emulator) return emu::emulated_device.sm_count;
   const std::vector<gpu::DeviceInfo> found = gpu::devices();
-  return found.empty() ? kH200Sms : found.front().sm_count;
+  return found.empty() ? emu::emulated_device.sm_count : found.front().sm_count;
 }
 
 // A buffer on the target: device memory from the GPU harness's pool, or a tracked host allocation.

@@ -61,6 +61,7 @@
 #include <type_traits>
 
 #include "cuda/common/attention_params.hpp"
+#include "cuda/common/emu/device.hpp"
 #include "cuda/common/isa.hpp"
 #include "cuda/common/isa_tma.hpp"
 #include "cuda/common/isa_wgmma.hpp"
@@ -155,7 +156,8 @@ struct Traits {
                     o_block_bytes % 1024 == 0 && o_offset % 1024 == 0,
                 "tiles keep the 1024-byte swizzle alignment");
   static_assert(o_aliases_q ? o_tile_bytes == q_tile_bytes : true, "16-bit O takes exactly Q's place");
-  static_assert(shared_bytes <= 227 * 1024, "sm_90 allows 227 KiB of shared memory per block (opt-in)");
+  static_assert(shared_bytes <= emu::emulated_device.max_shared_bytes_per_block,
+                "sm_90 allows 227 KiB of shared memory per block (opt-in)");
 };
 // The Traits of an element tag and a tile.
 template <class Element, int HeadDim, int BlockQ, int BlockK>
@@ -227,8 +229,6 @@ struct Params {
 static_assert(alignof(Params) == alignof(isa::TensorMap) && sizeof(Params) <= 4096,
               "Params is aligned as its tensor maps and fits the kernel parameter space");
 
-// An H200's SMs: the persistent grid's size under emulation (the device "emulated sm_90a" stands for).
-inline constexpr int kEmulatedSms = 132;
 // The L2 share one section of the schedule may fill with K and V (flash-attention's tile scheduler uses 32 MiB).
 inline constexpr std::int64_t kL2SectionBytes = std::int64_t{32} << 20;
 

@@ -60,7 +60,7 @@ void transpose_v_emulated(const AttentionArgs& args);
 // grid of min(tiles, sms) CTAs (after the V transpose for e4m3). The tests plant defects this way, each in one
 // instantiation; fa3_forward runs Defect::none of any through the generated files.
 template <class I, Defect kDefect>
-void forward_emulated(const AttentionArgs& args, int sms = kEmulatedSms) {
+void forward_emulated(const AttentionArgs& args, int sms = emu::emulated_device.sm_count) {
   if (fa3_element(args.dtype) != element_of<typename I::Element>() || args.head_dim != I::head_dim)
     throw std::invalid_argument(fmt::format("forward_emulated: the instantiation is for head_dim {}, the case has {} {}",
                                             I::head_dim, to_string(args.dtype), args.head_dim));
@@ -70,6 +70,6 @@ void forward_emulated(const AttentionArgs& args, int sms = kEmulatedSms) {
 }
 
 // Defect::none of the instantiation (args.dtype, args.head_dim, tile) under the emulator, on min(tiles, sms) CTAs.
-void forward_emulated(const AttentionArgs& args, const Tile& tile, int sms = kEmulatedSms);
+void forward_emulated(const AttentionArgs& args, const Tile& tile, int sms = emu::emulated_device.sm_count);
 
 }  // namespace faprobe::cuda::fa3

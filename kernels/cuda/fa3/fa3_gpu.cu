@@ -14,7 +14,7 @@ namespace faprobe::cuda::fa3 {
 void forward_gpu(const Params& params, ElementType element, int head_dim, const Tile& tile, void* stream) {
   static const int sms = [] {
     const std::vector<gpu::DeviceInfo> found = gpu::devices();
-    return found.empty() ? kEmulatedSms : found.front().sm_count;
+    return found.empty() ? emu::emulated_device.sm_count : found.front().sm_count;
   }();
   const unsigned ctas = persistent_ctas(params, sms);
   const bool launched = dispatch(element, head_dim, tile, [&](auto instance) {

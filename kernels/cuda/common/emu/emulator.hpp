@@ -65,8 +65,8 @@ struct Dim3 {
 struct LaunchConfig {
   std::string kernel_name;               // named in every error
   Dim3 grid;                             // CTAs, run one at a time in linear order
-  Dim3 block;                            // threads per CTA, at most 1024 as on the GPU
-  std::size_t shared_bytes = 0;          // dynamic shared memory per CTA
+  Dim3 block;                            // threads per CTA, at most 1024 as on the GPU (device.hpp)
+  std::size_t shared_bytes = 0;          // dynamic shared memory per CTA, at most sm_90's 227 KiB (device.hpp)
   std::size_t stack_bytes = 256 * 1024;  // per-thread fiber stack
   // 0: the default schedule (or ScopedSchedule's, or FAPROBE_EMU_SCHEDULE's); else the seed of a varied one.
   std::uint64_t schedule_seed = 0;
@@ -143,7 +143,7 @@ bool vote_all(std::uint32_t member_mask, bool predicate);
 bool vote_any(std::uint32_t member_mask, bool predicate);
 
 // --- Warp-level matrix instructions: every lane of a whole warp (member mask all 32 lanes, as .aligned
-// requires) passes its own fragment, and receives its own; the layouts are in emulator.cpp beside the code
+// requires) passes its own fragment, and receives its own; the layouts are in collectives.cpp beside the code
 // that applies them, with the PTX ISA figure each follows. ---
 enum class MmaInput { f16, bf16 };
 // mma.sync.aligned.m16n8k16.row.col.f32.<input>.<input>.f32 {d0..d3}, {a0..a3}, {b0,b1}, {c0..c3}: D = A·B + C,
