@@ -185,8 +185,7 @@ void Launch::mbarrier_wait_parity(std::size_t offset, unsigned parity) {
 
 // At the end of a CTA every mbarrier's transaction bytes must be settled: a count left non-zero means the
 // bytes announced by expect_tx and those delivered by copies disagree, so some phase completed early
-// (before all its data landed: a race on the GPU, invisible here where copies land at issue) or can never
-// complete.
+// (before all its data landed: a race on the GPU) or can never complete.
 void Launch::check_transaction_bytes_settled() const {
   for (const auto& [offset, b] : mbarriers_)
     if (b.pending_tx != 0)
