@@ -175,7 +175,7 @@ int verify_files(const VerifyOptions& options, const OutputTargets& targets) {
                    v = reader.read(options.v, "--v"), o = reader.read(options.o, "--o");
   reader.note();
   check_attention_shapes(q, k, v, o);
-  const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
+  const SettingsSource source = settings_source(command_settings(options.settings), nullptr, nullptr);
   check_file_flags(source, "--q/--k/--v/--o");
   Case c;
   c.batch = q.batch();
@@ -228,7 +228,7 @@ int verify_cache_files(const VerifyOptions& options, const OutputTargets& target
   }
   reader.note();
   check_kv_cache(arrays);
-  const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
+  const SettingsSource source = settings_source(command_settings(options.settings), nullptr, nullptr);
   check_file_flags(source, "--q/--k-cache/--v-cache/--o");
   Case c = kv_cache_case(arrays);
   c.dtype = arrays.o.dtype();
@@ -336,22 +336,23 @@ int run_verify(VerifyOptions& options) {
     }
     return verify_given_files(options);
   }
-  const SettingsSource source = settings_source(options.settings, kDefaultVerifyConfig, kDefaultVerifyConfigName);
+  const CommandSettings settings = command_settings(options.settings);
+  const SettingsSource source = settings_source(settings, kDefaultVerifyConfig, kDefaultVerifyConfigName);
   Plan plan = make_plan(source);
   narrow_to_this_machine(plan, /*verify=*/true);
   MeasureSettings measure = plan.measure;
   if (!measure.verify) throw UsageError(kChecksNothing);  // "verify": false in --config
-  const std::vector<DeviceWorker> workers = plan_device_workers(plan, options.settings, /*timing=*/false);
+  const std::vector<DeviceWorker> workers = plan_device_workers(plan, settings, /*timing=*/false);
   Plan verify_plan = plan;
   // verify's per-case budget is a minute unless --max-time says otherwise: nothing is sampled.
   if (!options.settings.options.at("max_time")->count()) verify_plan.measure.max_time_s = 60.0;
-  // --dry-run: the plan (options.hpp's print_dry_run), nothing run or written.
+  // --dry-run: the plan (workflow.hpp's print_dry_run), nothing run or written.
   if (options.dry_run) {
-    print_dry_run(verify_plan, make_run_options(plan, source, options.settings, options.output, /*timing=*/false,
+    print_dry_run(verify_plan, make_run_options(plan, source, settings, options.output, /*timing=*/false,
                                                 /*dry_run=*/true));
     return kExitOk;
   }
-  RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/false);
+  RunOptions run = make_run_options(plan, source, settings, options.output, /*timing=*/false);
   run.show_unsupported = options.settings.options.at("impl")->count() > 0;
   // verify runs each case once and times nothing: the sampling flags would be dropped without a word.
   for (const char* key : {"warmup", "min_samples", "max_noise", "min_time"}) {
