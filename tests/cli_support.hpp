@@ -35,7 +35,7 @@ class Cli : public test_support::TempDirTest {
  protected:
   void SetUp() override {
     TempDirTest::SetUp();
-    // The host's rates in 0.05 s rather than a second before each of the suite's many runs (options.cpp);
+    // The host's rates in 0.05 s rather than a second before each of the suite's many runs (workflow.cpp);
     // every faprobe a test starts inherits it. A value set outside the tests wins.
     ::setenv("FAPROBE_CALIBRATION_SECONDS", "0.05", /*overwrite=*/0);
   }

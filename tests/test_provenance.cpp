@@ -45,7 +45,7 @@ Words shell_words(const std::string& command) {
   return words;
 }
 
-// The settings a repro command's words give, as the CLI turns flags into settings (cli/options.cpp,
+// The settings a repro command's words give, as the CLI turns flags into settings (harness/workflow.cpp,
 // settings_source): "--seq-q 17" is key seq_q, --no-verify and --no-flush-l2 are verify and flush_l2 false.
 SettingsSource settings_of(const Words& words) {
   EXPECT_GE(words.size(), 2u);

@@ -17,7 +17,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "cli/result_documents.hpp"
+#include "harness/result_documents.hpp"
 #include "harness/ab.hpp"
 #include "harness/compare.hpp"
 #include "harness/output_files.hpp"

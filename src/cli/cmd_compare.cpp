@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
-#include "cli/result_documents.hpp"
+#include "harness/result_documents.hpp"
 #include "harness/compare.hpp"
 #include "harness/output_files.hpp"
 #include "harness/progress.hpp"

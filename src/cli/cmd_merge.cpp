@@ -8,7 +8,7 @@
 // accepted only when its fingerprint is the parts'; the sweep's measurement and run flags, --threads to
 // --shard, are accepted beside them and ignored with a note, so its command line can be pasted whole), or when the parts are shards of the default sweep or
 // the default verify matrix, which merge recognises by their fingerprints. A plan made without --impl is
-// narrowed to the implementations of the machine it ran on (options.hpp), so merge tries it as it is and as
+// narrowed to the implementations of the machine it ran on (harness/workflow.hpp), so merge tries it as it is and as
 // a sweep and a verify would narrow it here.
 //
 // --out is a new file, never an existing one: a merge does not overwrite a result. It is written whole
@@ -24,7 +24,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "cli/result_documents.hpp"
+#include "harness/result_documents.hpp"
 #include "default_config.hpp"
 #include "harness/merge.hpp"
 #include "harness/progress.hpp"
@@ -69,7 +69,7 @@ std::optional<std::vector<PlanPair>> find_plan(const SettingsOptions& settings, 
   const std::pair<const char*, const char*> defaults[] = {{kDefaultSweepConfig, kDefaultSweepConfigName},
                                                           {kDefaultVerifyConfig, kDefaultVerifyConfigName}};
   for (const auto& [text, name] : defaults) {
-    const SettingsSource source = settings_source(settings, text, name);
+    const SettingsSource source = settings_source(command_settings(settings), text, name);
     const Plan plan = make_plan(source);
     for (int narrowing = 0; narrowing < 3; ++narrowing) {  // as made, as a sweep and as a verify narrow it
       Plan candidate = plan;
@@ -128,7 +128,7 @@ int run_merge(const MergeOptions& options) {
   merge.allow_duplicates = options.allow_duplicates;
   if (!fingerprint.empty()) merge.plan = find_plan(options.settings, fingerprint);
   if (!merge.plan && plan_given(options.settings) && !fingerprint.empty()) {
-    const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
+    const SettingsSource source = settings_source(command_settings(options.settings), nullptr, nullptr);
     throw UsageError(fmt::format("the plan given (plan {}) is not the plan of these parts (plan {}): give merge the "
                                  "sweep's own --config, axes and --impl",
                                  plan_fingerprint(plan_pairs(make_plan(source))), fingerprint));

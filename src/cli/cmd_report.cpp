@@ -4,7 +4,7 @@
 // The exit status is the one the runs would have had: 1 when a record is a mismatch or failed, and 1 too
 // when the records are shards of a plan (--shard I/N) and a shard is missing or short of its pairs
 // (harness/merge.hpp: shard_gaps), so that `report shard-*.jsonl` gates a split sweep.
-// The --json document keeps where its records came from (cli/result_documents.hpp).
+// The --json document keeps where its records came from (harness/result_documents.hpp).
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -14,7 +14,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "cli/result_documents.hpp"
+#include "harness/result_documents.hpp"
 #include "harness/merge.hpp"
 #include "harness/output_files.hpp"
 #include "harness/progress.hpp"

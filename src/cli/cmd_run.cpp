@@ -70,9 +70,10 @@ void save_case(const Implementation& impl, const Case& c, const std::string& dir
 
 int run_run(RunCommandOptions& options) {
   if (!options.isolated_child_job.empty()) return run_isolated_child(options.isolated_child_job, std::cout);
-  const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
+  const CommandSettings settings = command_settings(options.settings);
+  const SettingsSource source = settings_source(settings, nullptr, nullptr);
   Plan plan = make_plan(source);
-  if (options.settings.options.at("impl")->count() == 0 || plan.impls.size() != 1) {
+  if (!settings.given("impl") || plan.impls.size() != 1) {
     throw UsageError("run needs exactly one --impl NAME (see `faprobe list`)");
   }
   if (plan.cases.size() != 1) {
@@ -84,7 +85,7 @@ int run_run(RunCommandOptions& options) {
   if (options.settings.interleave) fmt::print(stderr, "run: --interleave has no effect (run measures one implementation)\n");
   plan.measure.interleave = false;
   check_save_directory(options.save_dir, saved_files());  // with the other outputs: before anything is measured
-  RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/true);
+  RunOptions run = make_run_options(plan, source, settings, options.output, /*timing=*/true);
   run.show_unsupported = true;
   const RunSummary summary = run_and_report(plan, run);
   if (!options.save_dir.empty() && !summary.records.empty()) {

@@ -34,22 +34,23 @@ std::string default_out_path() {
 }
 
 int run_sweep(SweepOptions& options) {
-  const SettingsSource source = settings_source(options.settings, kDefaultSweepConfig, kDefaultSweepConfigName);
+  const CommandSettings settings = command_settings(options.settings);
+  const SettingsSource source = settings_source(settings, kDefaultSweepConfig, kDefaultSweepConfigName);
   Plan plan = make_plan(source);
   narrow_to_this_machine(plan, /*verify=*/false);
-  const std::vector<DeviceWorker> workers = plan_device_workers(plan, options.settings, /*timing=*/true);
+  const std::vector<DeviceWorker> workers = plan_device_workers(plan, settings, /*timing=*/true);
   const int repeat = repeat_setting(source);
-  // --dry-run: the plan (this shard's, with --shard) as options.hpp's print_dry_run shows it, from the rates
+  // --dry-run: the plan (this shard's, with --shard) as harness/workflow.hpp's print_dry_run shows it, from the rates
   // measured now; nothing is measured or written. `faprobe ab` compares its two sides' plans with it.
   if (options.dry_run) {
-    print_dry_run(plan, make_run_options(plan, source, options.settings, options.output, /*timing=*/true,
+    print_dry_run(plan, make_run_options(plan, source, settings, options.output, /*timing=*/true,
                                          /*dry_run=*/true),
                   repeat);
     return kExitOk;
   }
   if (options.output.out_jsonl.empty() && !options.output.resume) options.output.out_jsonl = default_out_path();
-  RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/true);
-  run.show_unsupported = options.settings.options.at("impl")->count() > 0;
+  RunOptions run = make_run_options(plan, source, settings, options.output, /*timing=*/true);
+  run.show_unsupported = settings.given("impl");
   fmt::print(stderr, "sweep: {} cases × {} implementations{}{}; records stream to {}\n", plan.cases.size(),
              plan.impls.size(), plan.measure.interleave ? ", each case's sampled in rounds (interleaved)" : "",
              repeat > 1 ? fmt::format(", each pair in {} processes (--repeat)", repeat) : "", run.out_jsonl);

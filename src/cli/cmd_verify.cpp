@@ -1,32 +1,10 @@
-// faprobe verify: correctness only. With axes (or the embedded configs/ci-verify.json) it runs every
-// available implementation once per case and checks it; with --q --k --v --o it checks an output that
-// another program produced from those inputs, and with --q --k-cache --v-cache [--block-table]
-// --cache-seqlens --o one produced from a KV cache (kv_cache_files.hpp). Exit 1 on any mismatch, and on any
-// NaN or Inf in the inputs the reference reads or in the output: a check of such files cannot pass.
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
+// faprobe verify: correctness only, over a plan or of files that another program wrote (harness/verify.hpp
+// does the work). Its flags: the case options, --shard and --devices, the files and --dry-run.
 #include <memory>
-#include <optional>
-#include <utility>
-#include <vector>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "default_config.hpp"
-#include "harness/input_file.hpp"
-#include "harness/kv_cache_files.hpp"
-#include "harness/npy.hpp"
-#include "harness/output_files.hpp"
-#include "harness/writers.hpp"
-#include "model/errors.hpp"
-#include "reference/check.hpp"
+#include "harness/verify.hpp"
 
 namespace faprobe::cli {
 namespace {
@@ -34,346 +12,9 @@ namespace {
 struct VerifyOptions {
   SettingsOptions settings;
   OutputOptions output;
-  std::string q, k, v, o;                                    // an output produced elsewhere from Q, K, V ...
-  std::string k_cache, v_cache, block_table, cache_seqlens;  // ... or from Q and a KV cache
-  bool dry_run = false;                                      // --dry-run: the plan, nothing run
-  bool any_file() const {
-    return !q.empty() || !k.empty() || !v.empty() || !o.empty() || !k_cache.empty() || !v_cache.empty() ||
-           !block_table.empty() || !cache_seqlens.empty();
-  }
+  VerifyFiles files;
+  bool dry_run = false;  // --dry-run: the plan, nothing run
 };
-
-constexpr std::uint64_t kMaxCaseFileBytes = std::uint64_t(1) << 20;  // case.json is a few hundred bytes
-
-// Only --mask and --dtype may accompany files: the shapes come from the files.
-void check_file_flags(const SettingsSource& source, std::string_view files) {
-  for (const auto& [key, value] : source.values()) {
-    if (key != "mask" && key != "dtype" && key != "verify") {
-      throw UsageError(fmt::format("{} cannot be combined with {} (shapes come from the files; allowed: --mask, "
-                                   "--dtype)", value.origin, files));
-    }
-  }
-}
-
-// The case.json that `faprobe run --save` writes beside o.npy, when there is one.
-struct SavedCase {
-  std::string path;
-  Case c;
-};
-std::optional<SavedCase> read_saved_case(const std::string& output_path) {
-  const std::filesystem::path path = std::filesystem::path(output_path).parent_path() / "case.json";
-  if (!std::filesystem::exists(path)) return std::nullopt;
-  try {
-    const std::string text = read_text_file(path.string(), "", kMaxCaseFileBytes);
-    return SavedCase{path.string(), nlohmann::json::parse(text).at("case").get<Case>()};
-  } catch (const UsageError&) {
-    throw;
-  } catch (const std::exception& error) {
-    throw UsageError(fmt::format("{}: not a faprobe case file: {}", path.string(), error.what()));
-  }
-}
-
-// --mask and --dtype override what the files and case.json say.
-void apply_flags(const SettingsSource& source, Case& c) {
-  if (const auto it = source.values().find("mask"); it != source.values().end()) {
-    c.mask = parse_mask(it->second.text, it->second.origin);
-  }
-  if (const auto it = source.values().find("dtype"); it != source.values().end()) {
-    c.dtype = parse_dtype(it->second.text, it->second.origin);
-  }
-}
-
-// The tensors of a check, read, with the flags of those that were float64 (rounded to float32 on reading).
-class TensorReader {
- public:
-  HostTensor read(const std::string& path, const char* flag) {
-    bool narrowed = false;
-    HostTensor tensor = read_npy(path, flag, &narrowed);
-    if (narrowed) narrowed_.push_back(flag);
-    return tensor;
-  }
-  bool narrowed(std::string_view flag) const {
-    return std::find(narrowed_.begin(), narrowed_.end(), flag) != narrowed_.end();
-  }
-  // One line on stderr when any file was float64: its values are checked as the float32 nearest them.
-  void note() const {
-    if (narrowed_.empty()) return;
-    fmt::print(stderr, "verify: {} {} float64, read as the nearest float32 values (relative change below 6e-8, far "
-               "inside every tolerance)\n", fmt::join(narrowed_, ", "), narrowed_.size() == 1 ? "is" : "are");
-  }
-
- private:
-  std::vector<std::string> narrowed_;
-};
-
-// Without case.json, the files say the shapes and --o's element type but not the precision the output was
-// computed in, the mask (or, for a cache, the mode): what is taken for them is said in one line, with the
-// flags that set them (none for what a flag gave).
-void note_assumptions(const SettingsSource& source, const Case& c, const TensorReader& reader, const std::string& o,
-                      const std::string& mode) {
-  std::vector<std::string> assumed;
-  if (source.values().count("dtype") == 0) {
-    const std::string_view stored = reader.narrowed("--o") ? "float64" : c.dtype == DType::fp16 ? "float16" : "float32";
-    assumed.push_back(fmt::format("dtype {} (--o is {})", to_string(c.dtype), stored));
-  }
-  if (source.values().count("mask") == 0) assumed.push_back(fmt::format("mask {}", to_string(c.mask)));
-  if (!mode.empty()) assumed.push_back(mode);
-  if (assumed.empty()) return;
-  fmt::print(stderr, "verify: no case.json beside --o {}: assuming {}; --dtype and --mask say otherwise\n", o,
-             fmt::join(assumed, ", "));
-}
-
-std::string value_text(double value) { return std::isnan(value) ? "NaN" : value > 0 ? "Inf" : "-Inf"; }
-
-// "--k k.npy: NaN at [0, 17, 1, 5] (batch, seq, head, dim)": the first non-finite element of a file.
-std::string non_finite_note(std::string_view flag, const std::string& path, double value,
-                            std::array<std::int64_t, 4> index, std::string_view axes = "batch, seq, head, dim") {
-  return fmt::format("{} {}: {} at [{}] ({})", flag, path, value_text(value), fmt::join(index, ", "), axes);
-}
-
-// The first NaN or ±Inf in --o, anywhere: every output row must be finite (a row that sees no key is zero).
-std::string non_finite_output(const HostTensor& o, const std::string& path) {
-  const std::int64_t at = first_non_finite(o);
-  if (at < 0) return "";
-  const std::int64_t d = at % o.head_dim(), h = at / o.head_dim() % o.heads(),
-                     s = at / o.row_stride() % o.seq(), b = at / (o.row_stride() * o.seq());
-  return non_finite_note("--o", path, double(o.get(at)), {b, s, h, d});
-}
-
-// A check that cannot pass: inputs or output hold NaN or Inf. Nothing is compared, so nothing is counted.
-VerifyResult not_finite(std::string note) {
-  VerifyResult result;
-  result.note = std::move(note);
-  return result;
-}
-
-// The record of a check of files, to the table and to every output asked for (checked before anything was
-// read: OutputTargets).
-int report(const OutputTargets& targets, const Case& c, const VerifyResult& result) {
-  Record record;
-  record.impl = "external";
-  record.device = "files";
-  record.c = c;
-  record.verify = result;
-  record.status = result.passed ? Status::ok : Status::mismatch;
-  record.reason = result.note;
-  TableWriter(targets.uses_stdout() ? std::cerr : std::cout).write(record);
-  if (targets.out) JsonlWriter(std::make_unique<AppendFile>(*targets.out)).write(record);
-  if (targets.json) write_document(*targets.json, json_document(run_metadata(nullptr), {record}));
-  if (targets.csv) write_document(*targets.csv, csv_document({record}));
-  if (targets.md) write_document(*targets.md, markdown_document({record}));
-  return result.passed ? kExitOk : kExitFailed;
-}
-
-int verify_files(const VerifyOptions& options, const OutputTargets& targets) {
-  for (const auto& [flag, path] : {std::pair{"--q", &options.q}, {"--k", &options.k}, {"--v", &options.v},
-                                   {"--o", &options.o}}) {
-    if (path->empty()) throw UsageError(fmt::format("verify with files needs --q, --k, --v and --o; {} is missing", flag));
-  }
-  TensorReader reader;
-  const HostTensor q = reader.read(options.q, "--q"), k = reader.read(options.k, "--k"),
-                   v = reader.read(options.v, "--v"), o = reader.read(options.o, "--o");
-  reader.note();
-  check_attention_shapes(q, k, v, o);
-  const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
-  check_file_flags(source, "--q/--k/--v/--o");
-  Case c;
-  c.batch = q.batch();
-  c.seq_q = q.seq();
-  c.heads = q.heads();
-  c.head_dim = q.head_dim();
-  c.seq_k = k.seq();
-  c.kv_heads = k.heads();
-  c.dtype = o.dtype();  // the precision the tolerance assumes; --dtype overrides (bf16 saved as float32)
-  // `faprobe run --save` writes case.json beside o.npy: its dtype and mask are the defaults here.
-  if (const auto saved = read_saved_case(options.o)) {
-    c.dtype = saved->c.dtype;
-    c.mask = saved->c.mask;
-    c.inputs = saved->c.inputs;  // for the record: the files hold the values themselves
-    fmt::print(stderr, "verify: dtype {} and mask {} from {} (flags override)\n", to_string(c.dtype),
-               to_string(c.mask), saved->path);
-  } else {
-    note_assumptions(source, c, reader, options.o, "");
-  }
-  apply_flags(source, c);
-  c.validate();
-  const TensorInputs inputs(q, k, v);
-  if (const auto bad = first_non_finite(c, inputs)) {
-    const auto& [flag, path] = bad->tensor == TensorId::q   ? std::pair{"--q", &options.q}
-                               : bad->tensor == TensorId::k ? std::pair{"--k", &options.k}
-                                                            : std::pair{"--v", &options.v};
-    return report(targets, c, not_finite(non_finite_note(flag, *path, bad->value, {bad->b, bad->s, bad->h, bad->d})));
-  }
-  if (std::string note = non_finite_output(o, options.o); !note.empty()) return report(targets, c, not_finite(note));
-  return report(targets, c, check_output(c, inputs, o));
-}
-
-// verify --q --k-cache --v-cache [--block-table] --cache-seqlens --o: the files `run --save` writes for a paged
-// or variable-length case, or flash_attn_with_kvcache's arguments saved by another program (kv_cache_files.hpp).
-int verify_cache_files(const VerifyOptions& options, const OutputTargets& targets) {
-  for (const auto& [flag, path] : {std::pair{"--q", &options.q}, {"--k-cache", &options.k_cache},
-                                   {"--v-cache", &options.v_cache}, {"--cache-seqlens", &options.cache_seqlens},
-                                   {"--o", &options.o}}) {
-    if (path->empty()) {
-      throw UsageError(fmt::format("verify with a KV cache needs --q, --k-cache, --v-cache, --cache-seqlens and --o "
-                                   "(--block-table for a paged pool); {} is missing", flag));
-    }
-  }
-  TensorReader reader;
-  KvCacheArrays arrays{reader.read(options.q, "--q"), reader.read(options.k_cache, "--k-cache"),
-                       reader.read(options.v_cache, "--v-cache"), reader.read(options.o, "--o"), std::nullopt,
-                       read_npy_int32(options.cache_seqlens, "--cache-seqlens", 1, "(batch,)")};
-  if (!options.block_table.empty()) {
-    arrays.block_table = read_npy_int32(options.block_table, "--block-table", 2, "(batch, max_blocks_per_seq)");
-  }
-  reader.note();
-  check_kv_cache(arrays);
-  const SettingsSource source = settings_source(options.settings, nullptr, nullptr);
-  check_file_flags(source, "--q/--k-cache/--v-cache/--o");
-  Case c = kv_cache_case(arrays);
-  c.dtype = arrays.o.dtype();
-  c.mode = c.seq_q == 1 ? Mode::decode : Mode::prefill;
-  if (const auto saved = read_saved_case(options.o)) {
-    // The saved case says whether the cache is a pool; --block-table must agree (kv_cache_files.hpp).
-    if (saved->c.paged() && !arrays.paged()) {
-      throw UsageError(fmt::format("--block-table is missing: {} says the case is paged (page_size {}), so "
-                                   "--k-cache is a pool", saved->path, saved->c.page_size));
-    }
-    if (!saved->c.paged() && arrays.paged()) {
-      throw UsageError(fmt::format("--block-table: {} says the case is not paged, so --k-cache is a padded cache, "
-                                   "which takes no block table", saved->path));
-    }
-    if (saved->c.page_size != c.page_size) {
-      throw UsageError(fmt::format("--k-cache: pages of {} keys, but {} says page_size {}", c.page_size, saved->path,
-                                   saved->c.page_size));
-    }
-    if (saved->c.mode == Mode::decode && c.seq_q != 1) {
-      throw UsageError(fmt::format("--q: {} says mode decode (one query row), but --q has seq_q {}", saved->path,
-                                   c.seq_q));
-    }
-    c.dtype = saved->c.dtype;
-    c.mask = saved->c.mask;
-    c.mode = saved->c.mode;
-    fmt::print(stderr, "verify: dtype {}, mask {} and mode {} from {} (flags override dtype and mask)\n",
-               to_string(c.dtype), to_string(c.mask), to_string(c.mode), saved->path);
-  } else {
-    note_assumptions(source, c, reader, options.o,
-                     c.mode == Mode::decode ? "mode decode (--q has one query row)"
-                                            : fmt::format("mode prefill (--q has {} query rows)", c.seq_q));
-  }
-  if (c.varlen() && c.mode != Mode::decode) {
-    throw UsageError(fmt::format("--cache-seqlens: the entries' lengths differ, which faprobe's case takes in decode "
-                                 "only (one query row), but --q has seq_q {}", c.seq_q));
-  }
-  apply_flags(source, c);
-  c.validate();
-  const CacheInputs inputs(arrays.q, arrays.k_cache, arrays.v_cache,
-                           arrays.paged() ? arrays.block_table->values : std::vector<std::int32_t>{},
-                           arrays.blocks_per_seq());
-  if (const auto bad = first_non_finite(c, inputs)) {
-    if (bad->tensor == TensorId::q) {
-      return report(targets, c,
-                    not_finite(non_finite_note("--q", options.q, bad->value, {bad->b, bad->s, bad->h, bad->d})));
-    }
-    const bool is_k = bad->tensor == TensorId::k;
-    const std::string_view flag = is_k ? "--k-cache" : "--v-cache";
-    const std::string& path = is_k ? options.k_cache : options.v_cache;
-    const auto [first, row] = inputs.cache_row(bad->b, bad->s);
-    std::string note = non_finite_note(flag, path, bad->value, {first, row, bad->h, bad->d},
-                                       inputs.paged() ? "block, row, head, dim" : "batch, seq, head, dim");
-    if (inputs.paged()) note += fmt::format(", key {} of batch entry {}", bad->s, bad->b);
-    return report(targets, c, not_finite(std::move(note)));
-  }
-  if (std::string note = non_finite_output(arrays.o, options.o); !note.empty()) {
-    return report(targets, c, not_finite(note));
-  }
-  return report(targets, c, check_output(c, inputs, arrays.o));
-}
-
-// Checking files, nothing runs: --strict and --resume would be dropped without a word, so each one given says
-// so (every other flag and config key but mask and dtype is refused by check_file_flags).
-void warn_flags_without_effect_on_files(const VerifyOptions& options) {
-  if (options.settings.strict) fmt::print(stderr, "verify: --strict has no effect when checking files (nothing runs)\n");
-  if (options.output.resume) fmt::print(stderr, "verify: --resume has no effect when checking files (nothing runs)\n");
-  if (!options.settings.shard.empty()) {
-    throw UsageError("--shard: checking files is one case, not a plan to split (allowed: --shard with --impl, axes "
-                     "or --config)");
-  }
-  if (!options.settings.devices.empty()) {
-    throw UsageError("--devices: checking files runs nothing on a device (allowed: --devices with --impl, axes or "
-                     "--config)");
-  }
-}
-
-// K and V come one way or the other: --k/--v tensors, or --k-cache/--v-cache with their index arrays.
-int verify_given_files(const VerifyOptions& options) {
-  warn_flags_without_effect_on_files(options);
-  const char* tensor_flag = !options.k.empty() ? "--k" : !options.v.empty() ? "--v" : nullptr;
-  const char* cache_flag = !options.k_cache.empty()         ? "--k-cache"
-                           : !options.v_cache.empty()       ? "--v-cache"
-                           : !options.block_table.empty()   ? "--block-table"
-                           : !options.cache_seqlens.empty() ? "--cache-seqlens"
-                                                            : nullptr;
-  if (tensor_flag && cache_flag) {
-    throw UsageError(fmt::format("{} cannot be combined with {}: K and V are either --k/--v tensors or a KV cache "
-                                 "(--k-cache, --v-cache, --cache-seqlens, --block-table when paged)",
-                                 tensor_flag, cache_flag));
-  }
-  // The outputs are checked before anything is read or checked (output_files.hpp).
-  const OutputTargets targets =
-      check_outputs({options.output.out_jsonl, options.output.json, options.output.csv, options.output.md});
-  return cache_flag ? verify_cache_files(options, targets) : verify_files(options, targets);
-}
-
-constexpr const char* kChecksNothing = "--no-verify makes `faprobe verify` check nothing";
-
-int run_verify(VerifyOptions& options) {
-  if (options.settings.no_verify) throw UsageError(kChecksNothing);  // with files or without
-  if (options.any_file()) {
-    if (options.dry_run) {
-      throw UsageError("--dry-run plans a verify over axes; with --q, --k, --v, --o there is nothing to plan (allowed: "
-                       "--dry-run without the file options)");
-    }
-    return verify_given_files(options);
-  }
-  const SettingsSource source = settings_source(options.settings, kDefaultVerifyConfig, kDefaultVerifyConfigName);
-  Plan plan = make_plan(source);
-  narrow_to_this_machine(plan, /*verify=*/true);
-  MeasureSettings measure = plan.measure;
-  if (!measure.verify) throw UsageError(kChecksNothing);  // "verify": false in --config
-  const std::vector<DeviceWorker> workers = plan_device_workers(plan, options.settings, /*timing=*/false);
-  Plan verify_plan = plan;
-  // verify's per-case budget is a minute unless --max-time says otherwise: nothing is sampled.
-  if (!options.settings.options.at("max_time")->count()) verify_plan.measure.max_time_s = 60.0;
-  // --dry-run: the plan (options.hpp's print_dry_run), nothing run or written.
-  if (options.dry_run) {
-    print_dry_run(verify_plan, make_run_options(plan, source, options.settings, options.output, /*timing=*/false,
-                                                /*dry_run=*/true));
-    return kExitOk;
-  }
-  RunOptions run = make_run_options(plan, source, options.settings, options.output, /*timing=*/false);
-  run.show_unsupported = options.settings.options.at("impl")->count() > 0;
-  // verify runs each case once and times nothing: the sampling flags would be dropped without a word.
-  for (const char* key : {"warmup", "min_samples", "max_noise", "min_time"}) {
-    if (options.settings.options.at(key)->count() > 0) {
-      fmt::print(stderr, "verify: {} has no effect (verify runs each case once, untimed)\n",
-                 options.settings.options.at(key)->get_name());
-    }
-  }
-  if (options.settings.no_flush_l2) fmt::print(stderr, "verify: --no-flush-l2 has no effect (nothing is timed)\n");
-  if (options.settings.interleave) fmt::print(stderr, "verify: --interleave has no effect (nothing is timed)\n");
-  fmt::print(stderr, "verify: {} cases × {} implementations\n", plan.cases.size(), plan.impls.size());
-  const RunSummary summary = run_and_report(verify_plan, run, workers);
-  // A verify that checked nothing (every pair unsupported or skipped, or none on this machine) has not
-  // passed: a CI job that runs it must not go green on a machine where nothing it names can run.
-  const bool checked = std::any_of(summary.records.begin(), summary.records.end(),
-                                   [](const Record& record) { return record.verify.has_value(); });
-  if (!checked && !summary.interrupted) {
-    fmt::print(stderr, "verify: nothing was checked (every pair was unsupported or skipped); that is not a pass\n");
-    return kExitFailed;
-  }
-  return summary.exit_status();
-}
 
 }  // namespace
 
@@ -382,21 +23,23 @@ void setup_verify(CLI::App& app, int& exit_status) {
   CLI::App* sub = app.add_subcommand("verify", "check implementations (or output files) against the float64 reference");
   add_case_options(*sub, options->settings, options->output);
   add_shard_option(*sub, options->settings);
-  sub->add_option("--q", options->q, "query .npy (batch, seq_q, heads, head_dim): float32, float16 or float64 (read as float32)");
-  sub->add_option("--k", options->k, "key .npy (batch, seq_k, kv_heads, head_dim)");
-  sub->add_option("--v", options->v, "value .npy, shaped like --k");
-  sub->add_option("--o", options->o, "output .npy to check, shaped like --q");
-  sub->add_option("--k-cache", options->k_cache,
+  sub->add_option("--q", options->files.q, "query .npy (batch, seq_q, heads, head_dim): float32, float16 or float64 (read as float32)");
+  sub->add_option("--k", options->files.k, "key .npy (batch, seq_k, kv_heads, head_dim)");
+  sub->add_option("--v", options->files.v, "value .npy, shaped like --k");
+  sub->add_option("--o", options->files.o, "output .npy to check, shaped like --q");
+  sub->add_option("--k-cache", options->files.k_cache,
                   "instead of --k: key cache .npy, padded (batch, max_seq_k, kv_heads, head_dim) or, with "
                   "--block-table, a pool (num_blocks, page_size, kv_heads, head_dim)");
-  sub->add_option("--v-cache", options->v_cache, "instead of --v: value cache .npy, shaped like --k-cache");
-  sub->add_option("--block-table", options->block_table,
+  sub->add_option("--v-cache", options->files.v_cache, "instead of --v: value cache .npy, shaped like --k-cache");
+  sub->add_option("--block-table", options->files.block_table,
                   "paged: int32 .npy (batch, max_blocks_per_seq), each entry's pool blocks in order");
-  sub->add_option("--cache-seqlens", options->cache_seqlens, "int32 .npy (batch,): each entry's key length");
+  sub->add_option("--cache-seqlens", options->files.cache_seqlens, "int32 .npy (batch,): each entry's key length");
   sub->add_flag("--dry-run", options->dry_run,
                 "print the plan (each pair's predicted time and memory, and whether it is checked, skipped or "
                 "unsupported, and why) and the predicted total, then exit without running anything");
-  sub->callback([options, &exit_status] { exit_status = run_verify(*options); });
+  sub->callback([options, &exit_status] {
+    exit_status = run_verify({command_settings(options->settings), options->output, options->files, options->dry_run});
+  });
 }
 
 }  // namespace faprobe::cli

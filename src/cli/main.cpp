@@ -108,7 +108,7 @@ void reject_unknown_options(CLI::App& app, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace faprobe;
-  cli::set_command_line(argc, argv);
+  set_command_line(argc, argv);
   CLI::App app{"faprobe: benchmark and verify exact attention implementations against a float64 reference"};
   app.set_version_flag("--version", std::string(FAPROBE_VERSION) + " (" + build_info().revision_text() + ")");
   app.require_subcommand(1);

@@ -32,7 +32,7 @@ class SettingsSource {
   };
   const std::map<std::string, Value>& values() const { return values_; }
   // A config's "plugins" (paths resolved against the config file's folder), then each add_plugin (--plugin),
-  // in order; loaded by the CLI before the plan names any implementation (plugins.hpp).
+  // in order; loaded by settings_source (workflow.hpp) before the plan names any implementation (plugins.hpp).
   const std::vector<PluginRequest>& plugins() const { return plugins_; }
   void add_plugin(PluginRequest request) { plugins_.push_back(std::move(request)); }
   // A config's "parts": each an object of axis settings over the config's own, run one after the other

@@ -26,8 +26,8 @@
 // A member that throws (in any step) gets a failed record and leaves the rounds; the others go on. Ctrl-C
 // ends the case between two runs; run_plan then records none of it (--resume runs it again).
 //
-// Interleaving is in one process: nothing here is isolated (the CLI refuses --interleave with --isolate,
-// and runs cuda.* in this process with a warning).
+// Interleaving is in one process: nothing here is isolated (make_run_options, workflow.hpp, refuses
+// --interleave with --isolate, and runs cuda.* in this process with a warning).
 #pragma once
 #include <vector>
 

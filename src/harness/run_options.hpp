@@ -43,7 +43,7 @@ struct RunOptions {
   // Isolation (isolation.hpp).
   std::optional<bool> isolate;  // --isolate / --no-isolate; nullopt: each implementation's isolate_by_default()
   double isolate_timeout_s = 0;  // per child, from fork to record; 0: default_isolate_timeout(measure)
-  std::string child_executable;  // this program ("/proc/self/exe", set by the CLI); "": never isolate
+  std::string child_executable;  // this program ("/proc/self/exe", set by make_run_options); "": never isolate
   // --shard I/N: only this part's pairs run, and their records carry the shard and the plan's fingerprint.
   std::optional<ShardSelection> shard;
   // --max-total (config "max_total"): seconds for the run's predicted total; a pair that would take it over

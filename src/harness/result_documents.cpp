@@ -1,14 +1,14 @@
-#include "cli/result_documents.hpp"
+#include "harness/result_documents.hpp"
 
 #include <filesystem>
 
 #include <fmt/format.h>
 
-#include "cli/options.hpp"
+#include "harness/workflow.hpp"
 #include "harness/writers.hpp"
 #include "model/errors.hpp"
 
-namespace faprobe::cli {
+namespace faprobe {
 
 nlohmann::json result_files_metadata(const std::vector<ResultFile>& files, const std::string& command_key) {
   nlohmann::json sources = nlohmann::json::array();
@@ -55,4 +55,4 @@ void refuse_inputs_as_outputs(const OutputTargets& targets, const std::vector<st
   }
 }
 
-}  // namespace faprobe::cli
+}  // namespace faprobe

@@ -15,7 +15,7 @@
 #include "harness/output_files.hpp"
 #include "harness/record_files.hpp"
 
-namespace faprobe::cli {
+namespace faprobe {
 
 nlohmann::json result_files_metadata(const std::vector<ResultFile>& files, const std::string& command_key);
 
@@ -24,4 +24,4 @@ nlohmann::json result_files_metadata(const std::vector<ResultFile>& files, const
 void refuse_inputs_as_outputs(const OutputTargets& targets, const std::vector<std::string>& inputs,
                               const std::string& what);
 
-}  // namespace faprobe::cli
+}  // namespace faprobe
