@@ -24,8 +24,8 @@
 #include <fmt/format.h>
 
 #include "default_config.hpp"
-#include "harness/axes.hpp"
-#include "harness/statistics.hpp"
+#include "harness/plan/axes.hpp"
+#include "harness/records/statistics.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"
 

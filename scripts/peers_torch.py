@@ -71,7 +71,7 @@ CPU_BACKENDS = ("flash", "math")  # SDPA's backends with a CPU kernel
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Cases: faprobe's config keys and range grammar (src/harness/range.cpp, src/harness/axes.cpp)
+# Cases: faprobe's config keys and range grammar (src/harness/io/range.cpp, src/harness/plan/axes.cpp)
 
 
 def parse_integer(text):

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/axes.hpp"
-#include "harness/progress.hpp"
+#include "harness/io/progress.hpp"
+#include "harness/plan/axes.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe {

@@ -1,7 +1,7 @@
 // The command line end to end: the faprobe binary on tiny configs, its files, its exit statuses, one-line
 // errors for bad input, --save + verify of files, a sweep interrupted midway then resumed, --strict, the
 // list's devices and backend table, faults with and without --isolate (planted through the
-// FAPROBE_TEST_FAULT hook of src/harness/runner.hpp), and --interleave.
+// FAPROBE_TEST_FAULT hook of src/harness/run/runner.hpp), and --interleave.
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -24,9 +24,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
-#include "harness/jsonl_reader.hpp"
-#include "harness/npy.hpp"
-#include "harness/writers.hpp"
+#include "harness/io/npy.hpp"
+#include "harness/records/jsonl_reader.hpp"
+#include "harness/records/writers.hpp"
 
 namespace faprobe {
 namespace {

@@ -1,4 +1,4 @@
-// sweep --repeat and `faprobe ab` end to end (harness/repeat.hpp, harness/ab.hpp): rounds of processes and
+// sweep --repeat and `faprobe ab` end to end (harness/run/repeat.hpp, harness/analysis/ab.hpp): rounds of processes and
 // their pooled records, resuming inside a repetition, ABBA order, sides whose plans differ, bad sides, and a
 // history of BASE files in compare. Tiny plans: the point is the processes, not the times.
 #include <sys/stat.h>
@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
-#include "harness/jsonl_reader.hpp"
-#include "harness/writers.hpp"
+#include "harness/records/jsonl_reader.hpp"
+#include "harness/records/writers.hpp"
 
 namespace faprobe {
 namespace {

@@ -1,5 +1,5 @@
 // The KV cache end to end: `run --save` of paged and variable-length cases writes what flash-attention's
-// flash_attn_with_kvcache takes (src/harness/kv_cache_files.hpp), `verify --k-cache ...` checks it, and a
+// flash_attn_with_kvcache takes (src/harness/io/kv_cache_files.hpp), `verify --k-cache ...` checks it, and a
 // corrupted output, a corrupted block table, NaN planted in any input or in the output, and wrong flag
 // combinations are caught; scripts/check_npy.py agrees on the same files.
 #include <algorithm>
@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_support.hpp"
-#include "harness/npy.hpp"
+#include "harness/io/npy.hpp"
 #include "npy_support.hpp"
 
 namespace faprobe {

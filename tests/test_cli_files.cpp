@@ -1,4 +1,4 @@
-// The command line's result files end to end (src/harness/output_files.hpp): outputs checked before
+// The command line's result files end to end (src/harness/io/output_files.hpp): outputs checked before
 // anything is measured, documents written through links, onto devices and never over --out, stdout carrying
 // one file alone, a full disk (a real file-size limit) ending a sweep that --resume then completes, a resumed
 // file's torn line, missing newline and hostile records, and --out locked against a second process.
@@ -26,8 +26,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
-#include "harness/jsonl_reader.hpp"
-#include "harness/writers.hpp"
+#include "harness/records/jsonl_reader.hpp"
+#include "harness/records/writers.hpp"
 
 namespace faprobe {
 namespace {

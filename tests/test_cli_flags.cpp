@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
-#include "harness/jsonl_reader.hpp"
-#include "harness/npy.hpp"
-#include "harness/writers.hpp"
+#include "harness/io/npy.hpp"
+#include "harness/records/jsonl_reader.hpp"
+#include "harness/records/writers.hpp"
 #include "npy_support.hpp"
 
 namespace faprobe {

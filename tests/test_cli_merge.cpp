@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
-#include "harness/jsonl_reader.hpp"
-#include "harness/writers.hpp"
+#include "harness/records/jsonl_reader.hpp"
+#include "harness/records/writers.hpp"
 
 namespace faprobe {
 namespace {

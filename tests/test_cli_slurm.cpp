@@ -11,10 +11,10 @@
 #include <gtest/gtest.h>
 
 #include "cli_support.hpp"
-#include "harness/axes.hpp"
-#include "harness/jsonl_reader.hpp"
-#include "harness/shard.hpp"
-#include "harness/writers.hpp"
+#include "harness/plan/axes.hpp"
+#include "harness/plan/shard.hpp"
+#include "harness/records/jsonl_reader.hpp"
+#include "harness/records/writers.hpp"
 
 namespace faprobe {
 namespace {

@@ -1,4 +1,4 @@
-// faprobe compare's core (harness/compare.hpp) and the result files it reads (harness/record_files.hpp):
+// faprobe compare's core (harness/analysis/compare.hpp) and the result files it reads (harness/analysis/record_files.hpp):
 // verdicts from raw samples, matching with partial overlap and across devices, every kind of status and
 // correctness change, --baseline-impl, and the printers; duplicates and both file formats.
 #include <cmath>
@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/compare.hpp"
-#include "harness/statistics.hpp"
-#include "harness/writers.hpp"
+#include "harness/analysis/compare.hpp"
+#include "harness/records/statistics.hpp"
+#include "harness/records/writers.hpp"
 #include "model/errors.hpp"
 #include "temp_dir_support.hpp"
 

@@ -23,11 +23,11 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
-#include "harness/contention.hpp"
-#include "harness/interleave.hpp"
-#include "harness/measure.hpp"
-#include "harness/registry.hpp"
-#include "harness/pair_run.hpp"
+#include "harness/plan/registry.hpp"
+#include "harness/run/contention.hpp"
+#include "harness/run/interleave.hpp"
+#include "harness/run/measure.hpp"
+#include "harness/run/pair_run.hpp"
 
 namespace faprobe {
 namespace {

@@ -17,13 +17,13 @@
 #include <gtest/gtest.h>
 
 #include "case_support.hpp"
-#include "cpu/cpu_isa.hpp"
-#include "cpu/measured_choice.hpp"
-#include "cpu_isa_support.hpp"
-#include "harness/registry.hpp"
 #include "cpu/cpu_implementation.hpp"
+#include "cpu/cpu_isa.hpp"
 #include "cpu/factories.hpp"
+#include "cpu/measured_choice.hpp"
 #include "cpu/tiled_amx.hpp"
+#include "cpu_isa_support.hpp"
+#include "harness/plan/registry.hpp"
 #include "model/case.hpp"
 #include "model/memory.hpp"
 #include "reference/check.hpp"
@@ -32,7 +32,7 @@
 namespace faprobe {
 namespace {
 
-// Every CPU implementation the registry holds (harness/registry.hpp: the one list), so that a new kernel is
+// Every CPU implementation the registry holds (harness/plan/registry.hpp: the one list), so that a new kernel is
 // checked here by being registered, with no second list to keep.
 std::vector<const Implementation*> cpu_implementations() {
   std::vector<const Implementation*> list;

@@ -30,8 +30,8 @@
 #include "cuda/launchers.hpp"
 #include "cuda/runtime/cudnn_library.hpp"
 #include "cuda/runtime/gpu.hpp"
-#include "harness/registry.hpp"
-#include "harness/pair_run.hpp"
+#include "harness/plan/registry.hpp"
+#include "harness/run/pair_run.hpp"
 #include "temp_dir_support.hpp"
 
 namespace faprobe {

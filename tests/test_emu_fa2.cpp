@@ -20,15 +20,15 @@
 #include <gtest/gtest.h>
 
 #include "case_support.hpp"
+#include "cuda/common/emu/emulator.hpp"
 #include "cuda/fa2/fa2_emulated.hpp"
 #include "cuda/fa2/fa2_launch.hpp"
 #include "cuda/kernel_implementation.hpp"
-#include "cuda/common/emu/emulator.hpp"
-#include "emulator_test_support.hpp"
 #include "cuda/launchers.hpp"
+#include "emulator_test_support.hpp"
 #include "flash_kernel_support.hpp"
-#include "harness/registry.hpp"
-#include "harness/pair_run.hpp"
+#include "harness/plan/registry.hpp"
+#include "harness/run/pair_run.hpp"
 #include "model/case.hpp"
 
 namespace faprobe {

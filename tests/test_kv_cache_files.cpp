@@ -1,4 +1,4 @@
-// The KV cache files (src/harness/kv_cache_files.hpp) and the int32 .npy arrays they use (npy.hpp): int32
+// The KV cache files (src/harness/io/kv_cache_files.hpp) and the int32 .npy arrays they use (npy.hpp): int32
 // round trips and the header against the specification, the int32 reader as strict as the float one
 // (every malformed, truncated or hostile file a one-line UsageError naming the flag, never a crash), the
 // float reader not loosened by it, NumPy interoperability, what save_kv_cache writes for paged and
@@ -23,8 +23,8 @@
 #include <fmt/format.h>
 
 #include "case_support.hpp"
-#include "harness/kv_cache_files.hpp"
-#include "harness/npy.hpp"
+#include "harness/io/kv_cache_files.hpp"
+#include "harness/io/npy.hpp"
 #include "model/errors.hpp"
 #include "model/kv_layout.hpp"
 #include "npy_support.hpp"

@@ -1,6 +1,7 @@
 // The include layers of docs/DESIGN.md ("The pieces"): includes run one way, cli → harness → kernels,
 // reference → model, and Eigen comes in through src/model/eigen.hpp only (it holds the one pragma that
-// the AVX-512 build needs). The checker reads every source file's quoted and angle includes; a planted
+// the AVX-512 build needs); within the harness, a floor includes only its own and the floors below it
+// (io, records, plan, run, analysis, commands). The checker reads every source file's quoted and angle includes; a planted
 // tree shows that it catches each kind of wrong include. Modules (a header with its source) that include each
 // other's declarations in a circle (check.cpp including explain.hpp and explain.cpp including check.hpp) can
 // be read, and changed, only together: the tree holds no circle but the listed ones it still has, and a planted
@@ -78,6 +79,20 @@ bool allowed(Layer from, Layer to) {
   }
 }
 
+// The harness's floors, lowest first (docs/DESIGN.md, "Layers"): a harness file includes its own floor's
+// headers and those of the floors below it, never one above.
+const std::vector<std::string> kFloors = {"io", "records", "plan", "run", "analysis", "commands"};
+const std::string kHarnessFloors = "io, records, plan, run, analysis, commands";
+
+// The floor of "harness/run/runner.hpp" (an include, or a path below src/): its index in kFloors, or -1.
+int floor_of(const std::string& harness_path) {
+  for (std::size_t i = 0; i < kFloors.size(); ++i) {
+    if (starts_with(harness_path, "harness/" + kFloors[i] + "/")) return int(i);
+  }
+  return -1;
+}
+const std::string& floor_name(int floor) { return kFloors[std::size_t(floor)]; }
+
 // Every include under `root` that breaks a rule, as "path:line: what".
 std::vector<std::string> layer_violations(const fs::path& root) {
   static const std::regex include(R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])");
@@ -107,6 +122,16 @@ std::vector<std::string> layer_violations(const fs::path& root) {
         const Layer to = layer_of_include(target, from);
         if (!allowed(from, to)) {
           found.push_back(where + name(from) + " includes " + name(to) + " (\"" + target + "\")");
+        } else if (from == Layer::harness && starts_with(target, "harness/")) {
+          const int own = floor_of(path.substr(std::string("src/").size())), other = floor_of(target);
+          if (own < 0) {
+            found.push_back(where + "harness file outside the floor folders (" + kHarnessFloors + ")");
+          } else if (other < 0) {
+            found.push_back(where + "includes \"" + target + "\", outside the harness's floor folders");
+          } else if (other > own) {
+            found.push_back(where + "harness floor " + floor_name(own) + " includes floor " + floor_name(other) +
+                            " (\"" + target + "\")");
+          }
         }
       }
     }
@@ -193,23 +218,29 @@ TEST(Layers, APlantedTreeWithWrongIncludesIsCaught) {
   write("src/model/eigen.hpp", "#include <Eigen/Core>\n");
   write("reference/check.hpp", "#include \"model/case.hpp\"\n");
   write("kernels/cpu/tiled.cpp", "#include \"cpu/common.hpp\"\n#include \"model/eigen.hpp\"\n");
-  write("src/harness/runner.cpp", "#include \"reference/check.hpp\"\n#include \"cpu/factories.hpp\"\n"
+  write("src/harness/run/runner.cpp", "#include \"reference/check.hpp\"\n#include \"cpu/factories.hpp\"\n"
                                   "#include \"default_config.hpp\"\n");
-  write("src/cli/main.cpp", "#include \"harness/runner.hpp\"\n#include \"cuda/runtime/gpu.hpp\"\n");
+  write("src/cli/main.cpp", "#include \"harness/run/runner.hpp\"\n#include \"cuda/runtime/gpu.hpp\"\n");
   EXPECT_TRUE(layer_violations(root).empty()) << joined(layer_violations(root));
 
   // Planted: an include that climbs, one that skips sideways, and Eigen outside its header.
-  write("src/model/tensor.hpp", "#include \"model/case.hpp\"\n  #  include \"harness/registry.hpp\"\n");
+  write("src/model/tensor.hpp", "#include \"model/case.hpp\"\n  #  include \"harness/plan/registry.hpp\"\n");
   write("kernels/cuda/fa2.cpp", "#include \"reference/check.hpp\"\n");
   write("reference/reference.hpp", "#include <Eigen/Dense>\n");
-  write("src/harness/axes.cpp", "#include \"cli/options.hpp\"\n");
+  write("src/harness/plan/axes.cpp", "#include \"cli/options.hpp\"\n");
+  // ... and in the harness, a floor that includes one above it, and a file outside the floors.
+  write("src/harness/io/range.cpp", "#include \"harness/io/range.hpp\"\n#include \"harness/run/runner.hpp\"\n");
+  write("src/harness/loose.cpp", "#include \"harness/io/range.hpp\"\n");
   const std::vector<std::string> found = layer_violations(root);
   fs::remove_all(root);
-  ASSERT_EQ(found.size(), 4u) << joined(found);
+  ASSERT_EQ(found.size(), 6u) << joined(found);
   EXPECT_EQ(found[0], "kernels/cuda/fa2.cpp:1: kernels includes reference (\"reference/check.hpp\")");
   EXPECT_EQ(found[1], "reference/reference.hpp:1: includes <Eigen/Dense>; include \"model/eigen.hpp\" instead");
-  EXPECT_EQ(found[2], "src/harness/axes.cpp:1: harness includes cli (\"cli/options.hpp\")");
-  EXPECT_EQ(found[3], "src/model/tensor.hpp:2: model includes harness (\"harness/registry.hpp\")");
+  EXPECT_EQ(found[2], "src/harness/io/range.cpp:2: harness floor io includes floor run (\"harness/run/runner.hpp\")");
+  EXPECT_EQ(found[3], "src/harness/loose.cpp:1: harness file outside the floor folders (io, records, plan, run, "
+                      "analysis, commands)");
+  EXPECT_EQ(found[4], "src/harness/plan/axes.cpp:1: harness includes cli (\"cli/options.hpp\")");
+  EXPECT_EQ(found[5], "src/model/tensor.hpp:2: model includes harness (\"harness/plan/registry.hpp\")");
 }
 
 // The circles the tree still holds (issue 36 breaks them with the harness's and the probes' restructuring):

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/contention.hpp"
-#include "harness/measure.hpp"
+#include "harness/run/contention.hpp"
+#include "harness/run/measure.hpp"
 
 namespace faprobe {
 namespace {

@@ -1,4 +1,4 @@
-// .npy reading and writing (src/harness/npy.hpp): round trips, the byte layout checked against the format
+// .npy reading and writing (src/harness/io/npy.hpp): round trips, the byte layout checked against the format
 // specification with hand-built files, interoperability with NumPy itself when a Python with NumPy is
 // installed, and a UsageError naming the flag and the reason for every kind of malformed file.
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/npy.hpp"
+#include "harness/io/npy.hpp"
 #include "model/errors.hpp"
 #include "npy_support.hpp"
 #include "temp_dir_support.hpp"

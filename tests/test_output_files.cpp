@@ -1,4 +1,4 @@
-// Output files (src/harness/output_files.hpp) and the JSONL read back for --resume (parse_resume_jsonl):
+// Output files (src/harness/io/output_files.hpp) and the JSONL read back for --resume (parse_resume_jsonl):
 // paths checked without side effects, documents replaced whole (symbolic links written through, permission
 // bits kept, nothing left behind by a failed write), --out locked, and a resumed file's torn last line,
 // missing newline and hostile records, including every prefix of a valid file and random corruptions.
@@ -21,10 +21,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/jsonl_reader.hpp"
-#include "harness/output_files.hpp"
-#include "harness/progress.hpp"
-#include "harness/writers.hpp"
+#include "harness/io/output_files.hpp"
+#include "harness/io/progress.hpp"
+#include "harness/records/jsonl_reader.hpp"
+#include "harness/records/writers.hpp"
 #include "model/errors.hpp"
 #include "temp_dir_support.hpp"
 

@@ -17,9 +17,9 @@
 
 #include "cpu/cpu_implementation.hpp"
 #include "cpu/cpu_isa.hpp"
-#include "cpu_isa_support.hpp"
 #include "cpu/planted.hpp"
-#include "harness/pair_run.hpp"
+#include "cpu_isa_support.hpp"
+#include "harness/run/pair_run.hpp"
 #include "model/case.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"

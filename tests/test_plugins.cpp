@@ -1,4 +1,4 @@
-// The plugin loader and adapters (harness/plugins.hpp, kernels/plugin/), in this process: the example C
+// The plugin loader and adapters (harness/plan/plugins.hpp, kernels/plugin/), in this process: the example C
 // plugin registered and verified over odd shapes and every K/V layout, its planted off-by-one caught, and
 // every planted plugin of tests/plugins/planted_plugin.c refused at load time with one line naming the file,
 // or caught when it runs (a failing run, an output or LSE left unwritten, scratch memory counted); and the
@@ -16,9 +16,9 @@
 #include <gtest/gtest.h>
 
 #include "faprobe/plugin.h"
-#include "harness/plugins.hpp"
-#include "harness/registry.hpp"
-#include "harness/runner.hpp"
+#include "harness/plan/plugins.hpp"
+#include "harness/plan/registry.hpp"
+#include "harness/run/runner.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe {

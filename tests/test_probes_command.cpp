@@ -94,7 +94,7 @@ TEST(ProbesCommand, RunsEveryProbeAndWritesJson) {
   }
 }
 
-// probes --json is an output like sweep's (harness/output_files.hpp): "-" gives stdout the document alone,
+// probes --json is an output like sweep's (harness/io/output_files.hpp): "-" gives stdout the document alone,
 // the table on stderr; a path that cannot be written is one line naming the flag, exit 2, before any probe.
 TEST(ProbesCommand, JsonToStdoutIsTheDocumentAloneAndABadPathRunsNothing) {
   const fs::path directory = fs::temp_directory_path() / ("faprobe-probes-out-" + std::to_string(::getpid()));

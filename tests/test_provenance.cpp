@@ -1,4 +1,4 @@
-// Provenance (src/harness/provenance.hpp, build_info.hpp, cmake/build_revision.cmake): a record's repro
+// Provenance (src/harness/run/provenance.hpp, build_info.hpp, cmake/build_revision.cmake): a record's repro
 // command names every axis of its case and the measure settings that are not defaults, survives the shell
 // word for word (an implementation name with a quote and a space included), and read back as settings gives
 // the same plan of one case; records keep it through JSON (and read records without it); run_plan writes
@@ -19,9 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda/runtime/nvml.hpp"
-#include "harness/build_info.hpp"
-#include "harness/provenance.hpp"
-#include "harness/writers.hpp"
+#include "harness/io/build_info.hpp"
+#include "harness/records/writers.hpp"
+#include "harness/run/provenance.hpp"
 #include "temp_dir_support.hpp"
 
 namespace faprobe {
@@ -45,7 +45,7 @@ Words shell_words(const std::string& command) {
   return words;
 }
 
-// The settings a repro command's words give, as the CLI turns flags into settings (harness/workflow.cpp,
+// The settings a repro command's words give, as the CLI turns flags into settings (harness/commands/workflow.cpp,
 // settings_source): "--seq-q 17" is key seq_q, --no-verify and --no-flush-l2 are verify and flush_l2 false.
 SettingsSource settings_of(const Words& words) {
   EXPECT_GE(words.size(), 2u);

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/range.hpp"
+#include "harness/io/range.hpp"
 #include "model/dtype.hpp"
 #include "model/errors.hpp"
 

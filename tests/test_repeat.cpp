@@ -1,5 +1,5 @@
-// Process-level repetitions (harness/repeat.hpp), `faprobe ab`'s order and plan check (harness/ab.hpp), and
-// compare's statistics over processes (harness/compare.hpp): paired by round, unpaired, a history of BASE
+// Process-level repetitions (harness/run/repeat.hpp), `faprobe ab`'s order and plan check (harness/analysis/ab.hpp), and
+// compare's statistics over processes (harness/analysis/compare.hpp): paired by round, unpaired, a history of BASE
 // runs, the one-process warning and contended records. The p-values are scipy's (1.17.1):
 //   scipy.stats.wilcoxon(x, y)                   (exact: no ties, n <= 50)
 //   scipy.stats.mannwhitneyu(x, y, method="exact")
@@ -7,10 +7,10 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/ab.hpp"
-#include "harness/compare.hpp"
-#include "harness/measure.hpp"
-#include "harness/repeat.hpp"
+#include "harness/analysis/ab.hpp"
+#include "harness/analysis/compare.hpp"
+#include "harness/run/measure.hpp"
+#include "harness/run/repeat.hpp"
 
 namespace faprobe {
 namespace {

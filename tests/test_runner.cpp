@@ -19,12 +19,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda/runtime/gpu.hpp"
-#include "harness/interleave.hpp"
-#include "harness/measure.hpp"
-#include "harness/pair_run.hpp"
-#include "harness/progress.hpp"
-#include "harness/registry.hpp"
-#include "harness/runner.hpp"
+#include "harness/io/progress.hpp"
+#include "harness/plan/registry.hpp"
+#include "harness/run/interleave.hpp"
+#include "harness/run/measure.hpp"
+#include "harness/run/pair_run.hpp"
+#include "harness/run/runner.hpp"
 #include "model/memory.hpp"
 
 namespace faprobe {

@@ -1,6 +1,6 @@
-// --shard I/N (harness/shard.hpp): the partition of a plan into N parts is disjoint, complete, balanced within
+// --shard I/N (harness/plan/shard.hpp): the partition of a plan into N parts is disjoint, complete, balanced within
 // one pair's cost of the mean and the same every time; the fingerprint names the plan; shard tags survive
-// the record's JSON, and bad ones are refused. Merging shards (harness/merge.hpp): one plan only, missing
+// the record's JSON, and bad ones are refused. Merging shards (harness/analysis/merge.hpp): one plan only, missing
 // shards and pairs named, duplicates refused or resolved to the better-measured record.
 #include <algorithm>
 #include <map>
@@ -10,10 +10,10 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/axes.hpp"
-#include "harness/merge.hpp"
-#include "harness/record.hpp"
-#include "harness/shard.hpp"
+#include "harness/analysis/merge.hpp"
+#include "harness/plan/axes.hpp"
+#include "harness/plan/shard.hpp"
+#include "harness/records/record.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe {

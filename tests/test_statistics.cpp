@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/statistics.hpp"
+#include "harness/records/statistics.hpp"
 
 namespace faprobe {
 namespace {

@@ -1,5 +1,5 @@
-// The run workflow, verify's check of files and list's support table, called directly (harness/workflow.hpp,
-// harness/verify.hpp, harness/listing.hpp) rather than through the binary: the settings a command line gave
+// The run workflow, verify's check of files and list's support table, called directly (harness/commands/workflow.hpp,
+// harness/commands/verify.hpp, harness/commands/listing.hpp) rather than through the binary: the settings a command line gave
 // turned into a source, the plan narrowed to this machine and split over --devices' workers, --dry-run's
 // table, verify's exit status; files written by an implementation checked, and the ways such a check fails
 // or is refused; the support probes, merged reasons and compact rows of `faprobe list`.
@@ -17,11 +17,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda/runtime/gpu.hpp"
-#include "harness/listing.hpp"
-#include "harness/npy.hpp"
-#include "harness/registry.hpp"
-#include "harness/verify.hpp"
-#include "harness/workflow.hpp"
+#include "harness/commands/listing.hpp"
+#include "harness/commands/verify.hpp"
+#include "harness/commands/workflow.hpp"
+#include "harness/io/npy.hpp"
+#include "harness/plan/registry.hpp"
 #include "model/errors.hpp"
 #include "temp_dir_support.hpp"
 

@@ -9,9 +9,9 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/columns.hpp"
-#include "harness/jsonl_reader.hpp"
-#include "harness/writers.hpp"
+#include "harness/records/columns.hpp"
+#include "harness/records/jsonl_reader.hpp"
+#include "harness/records/writers.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe {

@@ -1,5 +1,5 @@
 // Factories of the CPU implementations, one per file (naive.cpp, tiled.cpp, decode.cpp, decode_splitk.cpp),
-// and their list, which the registry (src/harness/registry.cpp) takes whole. A new CPU kernel is its file,
+// and their list, which the registry (src/harness/plan/registry.cpp) takes whole. A new CPU kernel is its file,
 // its line in CMakeLists.txt here, and its factory declared and listed below; tests build them directly.
 #pragma once
 #include <memory>

@@ -1,6 +1,6 @@
 // The two adapters that make a plugin's implementation descriptor a faprobe implementation, one per
 // device of include/faprobe/plugin.h: plugin_cpu.cpp and plugin_cuda.cpp. The loader
-// (src/harness/plugins.hpp) checks the descriptor and registers what these return.
+// (src/harness/plan/plugins.hpp) checks the descriptor and registers what these return.
 #pragma once
 #include <memory>
 

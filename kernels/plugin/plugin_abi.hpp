@@ -4,7 +4,7 @@
 // faprobe_run_context::allocate, and a call of run that turns a nonzero return into an exception.
 //
 // Nothing of faprobe crosses into the plugin but the header's C structures, and no C++ exception crosses
-// out of faprobe's callbacks (allocate returns NULL instead). The loader (src/harness/plugins.hpp) checks a
+// out of faprobe's callbacks (allocate returns NULL instead). The loader (src/harness/plan/plugins.hpp) checks a
 // descriptor before any adapter is made from it.
 #pragma once
 #include <array>

@@ -1,6 +1,6 @@
 // faprobe ab: BASE and NEW measured in interleaved rounds of processes on this machine, then compared with
-// the rounds paired; exit 1 on a regression, as compare. The design: harness/ab.hpp; the statistics:
-// harness/compare.hpp.
+// the rounds paired; exit 1 on a regression, as compare. The design: harness/analysis/ab.hpp; the statistics:
+// harness/analysis/compare.hpp.
 //
 //   faprobe ab --base ./old/faprobe --config configs/ci-gate.json
 //   faprobe ab --base-plugin old.so --new-plugin new.so --impl plugin.example --seq 512,2048
@@ -17,11 +17,11 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "harness/result_documents.hpp"
-#include "harness/ab.hpp"
-#include "harness/compare.hpp"
-#include "harness/output_files.hpp"
-#include "harness/range.hpp"
+#include "harness/analysis/ab.hpp"
+#include "harness/analysis/compare.hpp"
+#include "harness/commands/result_documents.hpp"
+#include "harness/io/output_files.hpp"
+#include "harness/io/range.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::cli {

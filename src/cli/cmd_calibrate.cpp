@@ -11,8 +11,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "harness/calibrate.hpp"
-#include "harness/range.hpp"
+#include "harness/io/range.hpp"
+#include "harness/run/calibrate.hpp"
 #include "model/errors.hpp"
 #include "model/host_info.hpp"
 

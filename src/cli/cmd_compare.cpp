@@ -1,6 +1,6 @@
 // faprobe compare: BASE against NEW pair by pair (faster / slower / same / noise, status and correctness
 // changes), exit 1 on a regression; or, with --baseline-impl NAME, every implementation of one run against
-// NAME. The statistics and verdicts: harness/compare.hpp.
+// NAME. The statistics and verdicts: harness/analysis/compare.hpp.
 //
 //   faprobe compare base.jsonl new.jsonl
 //   faprobe compare --base a.jsonl --base b.jsonl --new c.jsonl --threshold 3 --md diff.md
@@ -11,11 +11,11 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
-#include "harness/result_documents.hpp"
-#include "harness/compare.hpp"
-#include "harness/output_files.hpp"
-#include "harness/progress.hpp"
-#include "harness/range.hpp"
+#include "harness/analysis/compare.hpp"
+#include "harness/commands/result_documents.hpp"
+#include "harness/io/output_files.hpp"
+#include "harness/io/progress.hpp"
+#include "harness/io/range.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::cli {

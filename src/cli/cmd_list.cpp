@@ -1,4 +1,4 @@
-// faprobe list: the devices found and what each implementation supports, and why not (harness/listing.hpp
+// faprobe list: the devices found and what each implementation supports, and why not (harness/commands/listing.hpp
 // does the work). Its flags: --json, --variants, --all and --plugin.
 #include <memory>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "harness/listing.hpp"
+#include "harness/commands/listing.hpp"
 
 namespace faprobe::cli {
 

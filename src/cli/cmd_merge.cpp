@@ -1,5 +1,5 @@
 // faprobe merge PART... --out FILE.jsonl: the shards of one plan (sweep or verify with --shard) as one result
-// (harness/merge.hpp). Nothing runs. The parts must be of one plan; missing shards, incomplete shards and,
+// (harness/analysis/merge.hpp). Nothing runs. The parts must be of one plan; missing shards, incomplete shards and,
 // where the plan is known, missing pairs are named, and the result is written anyway (nothing measured is
 // dropped) with exit status 1, so that a merge job in a pipeline fails until every shard is in. The same pair
 // twice is an error unless --allow-duplicates keeps the better-measured record.
@@ -8,11 +8,11 @@
 // accepted only when its fingerprint is the parts'; the sweep's measurement and run flags, --threads to
 // --shard, are accepted beside them and ignored with a note, so its command line can be pasted whole), or when the parts are shards of the default sweep or
 // the default verify matrix, which merge recognises by their fingerprints. A plan made without --impl is
-// narrowed to the implementations of the machine it ran on (harness/workflow.hpp), so merge tries it as it is and as
+// narrowed to the implementations of the machine it ran on (harness/commands/workflow.hpp), so merge tries it as it is and as
 // a sweep and a verify would narrow it here.
 //
 // --out is a new file, never an existing one: a merge does not overwrite a result. It is written whole
-// (beside its target, then linked to its name only if the name is still free: harness/output_files.hpp,
+// (beside its target, then linked to its name only if the name is still free: harness/io/output_files.hpp,
 // write_new_document), so a crash leaves no half-merged file, and of two merges into one new name exactly
 // one succeeds; the other says so in one line (exit 2).
 #include <filesystem>
@@ -24,11 +24,11 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "harness/result_documents.hpp"
 #include "default_config.hpp"
-#include "harness/merge.hpp"
-#include "harness/progress.hpp"
-#include "harness/writers.hpp"
+#include "harness/analysis/merge.hpp"
+#include "harness/commands/result_documents.hpp"
+#include "harness/io/progress.hpp"
+#include "harness/records/writers.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::cli {

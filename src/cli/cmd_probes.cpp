@@ -4,7 +4,7 @@
 // can still compare, and exit 0; with one, exit 1 when any probe differs or fails. A probe of instructions
 // the GPU lacks (Hopper's below sm_90) is "skipped" there with the reason, which is not a failure. --json FILE
 // writes {device, seed, probes: [...]}, checked before any probe runs and written like sweep's documents
-// (harness/output_files.hpp); with --json - the table goes to stderr.
+// (harness/io/output_files.hpp); with --json - the table goes to stderr.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -21,8 +21,8 @@
 #include "cuda/launchers.hpp"
 #include "cuda/probes/probe_suite.hpp"
 #include "cuda/runtime/gpu.hpp"
-#include "harness/output_files.hpp"
-#include "harness/range.hpp"
+#include "harness/io/output_files.hpp"
+#include "harness/io/range.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::cli {
@@ -32,7 +32,7 @@ namespace probes = cuda::probes;
 
 struct ProbesOptions {
   std::string json_path;
-  std::string seed_text = "0";  // parsed like sweep's --seed (harness/range.hpp), so it is refused the same way
+  std::string seed_text = "0";  // parsed like sweep's --seed (harness/io/range.hpp), so it is refused the same way
   std::uint64_t seed = 0;
   std::optional<OutputTarget> json;  // checked --json
   std::FILE* table = stdout;         // stderr when --json is "-"

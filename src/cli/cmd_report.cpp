@@ -1,10 +1,10 @@
 // faprobe report: the table and every output format rebuilt from saved records, without running anything.
 // Several files are merged in the order given (the shards of one sweep, a run and its resumption); the same
-// (implementation, case) on the same device twice is an error naming both places (harness/record_files.hpp).
+// (implementation, case) on the same device twice is an error naming both places (harness/analysis/record_files.hpp).
 // The exit status is the one the runs would have had: 1 when a record is a mismatch or failed, and 1 too
 // when the records are shards of a plan (--shard I/N) and a shard is missing or short of its pairs
-// (harness/merge.hpp: shard_gaps), so that `report shard-*.jsonl` gates a split sweep.
-// The --json document keeps where its records came from (harness/result_documents.hpp).
+// (harness/analysis/merge.hpp: shard_gaps), so that `report shard-*.jsonl` gates a split sweep.
+// The --json document keeps where its records came from (harness/commands/result_documents.hpp).
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -14,12 +14,12 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "harness/result_documents.hpp"
-#include "harness/merge.hpp"
-#include "harness/output_files.hpp"
-#include "harness/progress.hpp"
-#include "harness/record_files.hpp"
-#include "harness/writers.hpp"
+#include "harness/analysis/merge.hpp"
+#include "harness/analysis/record_files.hpp"
+#include "harness/commands/result_documents.hpp"
+#include "harness/io/output_files.hpp"
+#include "harness/io/progress.hpp"
+#include "harness/records/writers.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::cli {

@@ -16,10 +16,10 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "harness/isolation.hpp"
-#include "harness/kv_cache_files.hpp"
-#include "harness/npy.hpp"
-#include "harness/output_files.hpp"
+#include "harness/io/kv_cache_files.hpp"
+#include "harness/io/npy.hpp"
+#include "harness/io/output_files.hpp"
+#include "harness/run/isolation.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::cli {

@@ -1,10 +1,10 @@
-// faprobe verify: correctness only, over a plan or of files that another program wrote (harness/verify.hpp
+// faprobe verify: correctness only, over a plan or of files that another program wrote (harness/commands/verify.hpp
 // does the work). Its flags: the case options, --shard and --devices, the files and --dry-run.
 #include <memory>
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "harness/verify.hpp"
+#include "harness/commands/verify.hpp"
 
 namespace faprobe::cli {
 namespace {

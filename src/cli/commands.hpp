@@ -1,6 +1,6 @@
 // One file per subcommand (CLI11's subcom_in_files pattern): setup_X adds the subcommand and its options
-// to the app, and its callback hands their values to the harness (run_verify, harness/verify.hpp; run_list,
-// harness/listing.hpp; the run workflow of harness/workflow.hpp) and sets `exit_status` from what it
+// to the app, and its callback hands their values to the harness (run_verify, harness/commands/verify.hpp; run_list,
+// harness/commands/listing.hpp; the run workflow of harness/commands/workflow.hpp) and sets `exit_status` from what it
 // returns; main.cpp only wires them.
 #pragma once
 #include <CLI/CLI.hpp>

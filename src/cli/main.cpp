@@ -11,8 +11,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "harness/build_info.hpp"
-#include "harness/progress.hpp"
+#include "harness/io/build_info.hpp"
+#include "harness/io/progress.hpp"
 #include "model/errors.hpp"
 
 namespace {

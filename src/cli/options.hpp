@@ -1,7 +1,7 @@
 // The flags shared by the subcommands: the axes, the measurement settings and the outputs of docs/DESIGN.md.
 // Values are kept as text and parsed by the same code as configs (axes.hpp), so a flag and a config
 // key accept exactly the same values and give the same errors. What a run does with them is the harness's
-// (harness/workflow.hpp): command_settings hands it the values given, as plain data.
+// (harness/commands/workflow.hpp): command_settings hands it the values given, as plain data.
 #pragma once
 #include <map>
 #include <string>
@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "harness/workflow.hpp"
+#include "harness/commands/workflow.hpp"
 
 namespace faprobe::cli {
 
@@ -23,8 +23,8 @@ struct SettingsOptions {
   bool isolate = false, no_isolate = false;  // --isolate / --no-isolate (config key "isolate")
   bool strict = false;                       // --strict: an unsupported pair is an error (exit 2)
   std::vector<std::string> plugins;          // --plugin LIB.so, repeatable
-  std::string shard;                         // --shard I/N (sweep and verify; harness/shard.hpp)
-  std::string devices;                       // --devices all|0,2,3 (sweep and verify; harness/devices.hpp)
+  std::string shard;                         // --shard I/N (sweep and verify; harness/plan/shard.hpp)
+  std::string devices;                       // --devices all|0,2,3 (sweep and verify; harness/run/devices.hpp)
 };
 
 // The option --KEY (underscores as dashes) for the setting KEY, kept as text in settings.values[KEY].

@@ -1,7 +1,7 @@
 // What an implementation is, to everything above it: a small object with its name, its device,
 // supports(case) (an empty string, or the reason it cannot run the case), its predicted peak memory and
 // time for a case, and prepare(case), which allocates and fills the inputs and returns a runnable. The
-// kernels implement this interface; the harness's registry (harness/registry.hpp) is the one list of them.
+// kernels implement this interface; the harness's registry (harness/plan/registry.hpp) is the one list of them.
 #pragma once
 #include <memory>
 #include <optional>
@@ -16,7 +16,7 @@
 
 namespace faprobe {
 
-// How a case is measured; the harness fills it from flags and configs (harness/axes.hpp).
+// How a case is measured; the harness fills it from flags and configs (harness/plan/axes.hpp).
 struct MeasureSettings {
   int warmup = 1;                        // untimed runs before sampling
   int min_samples = 10;                  // nvbench's default

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "fuzz_targets.hpp"
-#include "harness/axes.hpp"
+#include "harness/plan/axes.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::fuzz {

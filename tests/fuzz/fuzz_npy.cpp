@@ -1,4 +1,4 @@
-// Fuzz target: the .npy readers (harness/npy.cpp) on arbitrary file contents: the 4-D float reader of
+// Fuzz target: the .npy readers (harness/io/npy.cpp) on arbitrary file contents: the 4-D float reader of
 // --q/--k/--v/--o and the int32 reader of --block-table (2-D) and --cache-seqlens (1-D). The bytes go to an
 // anonymous in-memory file (memfd), which the readers open by path as they would a user's file.
 #include <sys/mman.h>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fuzz_targets.hpp"
-#include "harness/npy.hpp"
+#include "harness/io/npy.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::fuzz {

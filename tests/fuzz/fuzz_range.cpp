@@ -1,8 +1,8 @@
-// Fuzz target: the value grammar (harness/range.hpp). The first byte picks the parser, the rest is the text.
+// Fuzz target: the value grammar (harness/io/range.hpp). The first byte picks the parser, the rest is the text.
 #include <string_view>
 
 #include "fuzz_targets.hpp"
-#include "harness/range.hpp"
+#include "harness/io/range.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::fuzz {

@@ -1,6 +1,6 @@
-// Fuzz targets: the result files that compare, report and merge read back (harness/record_files.hpp:
+// Fuzz targets: the result files that compare, report and merge read back (harness/analysis/record_files.hpp:
 // parse_result_file, JSONL records or a --json document, told apart by content), and merge over them
-// (harness/merge.hpp). Whatever the bytes, a file is records or a UsageError; what is kept is whole: every
+// (harness/analysis/merge.hpp). Whatever the bytes, a file is records or a UsageError; what is kept is whole: every
 // record a valid case with a line of its own, a document's metadata without its records. Merge of such files
 // is a result or a UsageError, and what it says adds up: no more records out than in, every one a shard's of
 // one plan, the gaps within the shard count; report's shard gaps are named lines.
@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_targets.hpp"
-#include "harness/merge.hpp"
-#include "harness/record_files.hpp"
+#include "harness/analysis/merge.hpp"
+#include "harness/analysis/record_files.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::fuzz {

@@ -1,4 +1,4 @@
-// Fuzz target: the JSONL that --resume reads back (harness/writers.hpp: parse_resume_jsonl, a pure function
+// Fuzz target: the JSONL that --resume reads back (harness/records/writers.hpp: parse_resume_jsonl, a pure function
 // over the file's bytes). Whatever the bytes, it returns records and a repair, or throws UsageError; and
 // what it keeps must be whole: the good bytes a prefix of the input, every kept record a valid case that
 // writes back to one line.
@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_targets.hpp"
-#include "harness/jsonl_reader.hpp"
-#include "harness/writers.hpp"
+#include "harness/records/jsonl_reader.hpp"
+#include "harness/records/writers.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::fuzz {

@@ -12,7 +12,7 @@
 
 namespace faprobe::fuzz {
 
-int npy_reader(const std::uint8_t* data, std::size_t size);     // harness/npy.hpp: the .npy files of verify
+int npy_reader(const std::uint8_t* data, std::size_t size);     // harness/io/npy.hpp: the .npy files of verify
 int config_plan(const std::uint8_t* data, std::size_t size);    // a --config file, expanded into its plan
 int range_grammar(const std::uint8_t* data, std::size_t size);  // the value grammar of flags and configs
 int resume_jsonl(const std::uint8_t* data, std::size_t size);   // a JSONL file that --resume continues
