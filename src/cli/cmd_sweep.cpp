@@ -40,8 +40,9 @@ int run_sweep(SweepOptions& options) {
   narrow_to_this_machine(plan, /*verify=*/false);
   const std::vector<DeviceWorker> workers = plan_device_workers(plan, settings, /*timing=*/true);
   const int repeat = repeat_setting(source);
-  // --dry-run: the plan (this shard's, with --shard) as harness/commands/workflow.hpp's print_dry_run shows it, from the rates
-  // measured now; nothing is measured or written. `faprobe ab` compares its two sides' plans with it.
+  // --dry-run: the plan (this shard's, with --shard) as harness/commands/workflow.hpp's print_dry_run shows
+  // it, from the rates measured now; nothing is measured or written. `faprobe ab` compares its two sides'
+  // plans with it.
   if (options.dry_run) {
     print_dry_run(plan, make_run_options(plan, source, settings, options.output, /*timing=*/true,
                                          /*dry_run=*/true),

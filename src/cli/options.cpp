@@ -7,7 +7,7 @@ namespace faprobe::cli {
 void add_value(CLI::App& app, SettingsOptions& settings, const std::string& key, const std::string& help) {
   std::string flag = "--" + key;
   std::replace(flag.begin(), flag.end(), '_', '-');
-  settings.options[key] = app.add_option(flag, settings.values[key], help);
+  settings.options[key] = app.add_option(flag, settings.texts[key], help);
 }
 
 void add_axis_options(CLI::App& app, SettingsOptions& settings) {
@@ -129,21 +129,11 @@ void add_shard_option(CLI::App& app, SettingsOptions& settings) {
 }
 
 CommandSettings command_settings(const SettingsOptions& settings) {
-  CommandSettings given;
-  given.config = settings.config;
+  CommandSettings given = settings;  // the switches; the values below, only those given
+  given.values.clear();
   for (const auto& [key, option] : settings.options) {
-    if (option->count() > 0) given.values[key] = {settings.values.at(key), option->get_name()};
+    if (option->count() > 0) given.values[key] = {settings.texts.at(key), option->get_name()};
   }
-  given.no_verify = settings.no_verify;
-  given.no_flush_l2 = settings.no_flush_l2;
-  given.interleave = settings.interleave;
-  given.no_interleave = settings.no_interleave;
-  given.isolate = settings.isolate;
-  given.no_isolate = settings.no_isolate;
-  given.strict = settings.strict;
-  given.plugins = settings.plugins;
-  given.shard = settings.shard;
-  given.devices = settings.devices;
   return given;
 }
 

@@ -13,21 +13,15 @@
 
 namespace faprobe::cli {
 
-struct SettingsOptions {
-  std::string config;
-  std::map<std::string, std::string> values;   // key → text, for the options given
+// The flags as CLI11 binds them: the switches straight into the CommandSettings (commands/workflow.hpp) it
+// extends, the value options as text beside their CLI::Option (to know which were given); command_settings()
+// makes the plain CommandSettings the harness takes.
+struct SettingsOptions : CommandSettings {
+  std::map<std::string, std::string> texts;     // key → text, for the value options
   std::map<std::string, CLI::Option*> options;  // key → its option, to know which were given
-  bool no_verify = false;
-  bool no_flush_l2 = false;
-  bool interleave = false, no_interleave = false;  // --interleave / --no-interleave (config key "interleave")
-  bool isolate = false, no_isolate = false;  // --isolate / --no-isolate (config key "isolate")
-  bool strict = false;                       // --strict: an unsupported pair is an error (exit 2)
-  std::vector<std::string> plugins;          // --plugin LIB.so, repeatable
-  std::string shard;                         // --shard I/N (sweep and verify; harness/plan/shard.hpp)
-  std::string devices;                       // --devices all|0,2,3 (sweep and verify; harness/run/devices.hpp)
 };
 
-// The option --KEY (underscores as dashes) for the setting KEY, kept as text in settings.values[KEY].
+// The option --KEY (underscores as dashes) for the setting KEY, kept as text in settings.texts[KEY].
 void add_value(CLI::App& app, SettingsOptions& settings, const std::string& key, const std::string& help);
 
 // --shard I/N and --devices on sweep and verify: run only the I-th of N disjoint parts of the plan; spread
