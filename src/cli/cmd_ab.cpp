@@ -22,6 +22,7 @@
 #include "harness/commands/result_documents.hpp"
 #include "harness/io/output_files.hpp"
 #include "harness/io/range.hpp"
+#include "harness/records/record.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::cli {
@@ -120,7 +121,7 @@ int run_ab_command(const AbOptions& options, const std::vector<std::string>& swe
   const Comparison comparison = compare_runs(read_record_set({outcome.base_path}, "BASE"),
                                              read_record_set({outcome.new_path}, "NEW"), settings);
   table << compare_table(comparison) << std::flush;
-  const std::string json = compare_json(comparison).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string json = json_text(compare_json(comparison), 2) + "\n";
   const std::string markdown = compare_markdown(comparison);
   write_document(check_output("--out-dir", run.directory + "/compare.json", OutputUse::document), json);
   write_document(check_output("--out-dir", run.directory + "/compare.md", OutputUse::document), markdown);

@@ -12,6 +12,7 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "harness/io/range.hpp"
+#include "harness/records/record.hpp"
 #include "harness/run/calibrate.hpp"
 #include "model/errors.hpp"
 #include "model/host_info.hpp"
@@ -57,7 +58,7 @@ void setup_calibrate(CLI::App& app, int& exit_status) {
       } else {
         document["no_device_reason"] = gpu::no_device_reason();
       }
-      std::cout << document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      std::cout << json_text(document, 2) << "\n";
     } else {
       const RateSpread& gemm = calibration.gemm_gflops;
       const RateSpread& copy = calibration.copy_gbytes_per_s;

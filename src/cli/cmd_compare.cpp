@@ -16,6 +16,7 @@
 #include "harness/io/output_files.hpp"
 #include "harness/io/progress.hpp"
 #include "harness/io/range.hpp"
+#include "harness/records/record.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::cli {
@@ -74,7 +75,7 @@ int run_compare(const CompareOptions& options) {
       within ? compare_within(base_set, settings)
              : compare_runs(base_set, read_record_set(next, options.next.empty() ? "NEW" : "--new"), settings);
   table << compare_table(comparison) << std::flush;
-  if (targets.json) write_document(*targets.json, compare_json(comparison).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  if (targets.json) write_document(*targets.json, json_text(compare_json(comparison), 2) + "\n");
   if (targets.md) write_document(*targets.md, compare_markdown(comparison));
   return comparison.exit_status();
 }

@@ -23,6 +23,7 @@
 #include "cuda/runtime/gpu.hpp"
 #include "harness/io/output_files.hpp"
 #include "harness/io/range.hpp"
+#include "harness/records/record.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe::cli {
@@ -153,7 +154,7 @@ int run_probes(const ProbesOptions& options) {
                             {"seed", options.seed},
                             {"probes", entries}};
     if (!with_gpu) document["no_device_reason"] = reason;
-    write_document(*options.json, document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    write_document(*options.json, json_text(document, 2) + "\n");
   }
   return tally.differ + tally.failed > 0 ? kExitFailed : kExitOk;
 }

@@ -19,6 +19,7 @@
 #include "harness/io/kv_cache_files.hpp"
 #include "harness/io/npy.hpp"
 #include "harness/io/output_files.hpp"
+#include "harness/records/record.hpp"
 #include "harness/run/isolation.hpp"
 #include "model/errors.hpp"
 
@@ -63,7 +64,7 @@ void save_case(const Implementation& impl, const Case& c, const std::string& dir
   }
   write_npy(directory + "/o.npy", prepared->output());
   write_document(check_output("--save", directory + "/case.json", OutputUse::document),
-                 nlohmann::json{{"impl", impl.name()}, {"case", c}}.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+                 json_text(nlohmann::json{{"impl", impl.name()}, {"case", c}}, 2) + "\n");
   names.insert(names.end(), {"o.npy", "case.json"});
   fmt::print(stderr, "saved {} to {}\n", fmt::join(names, " "), directory);
 }

@@ -17,6 +17,7 @@
 #include "harness/io/range.hpp"
 #include "harness/plan/plugins.hpp"
 #include "harness/plan/registry.hpp"
+#include "harness/records/record.hpp"
 #include "model/errors.hpp"
 
 namespace faprobe {
@@ -427,7 +428,7 @@ int run_list(bool json, bool variants, bool all, const std::vector<std::string>&
   load_requested_plugins(source);
   const Listing listing = gather_listing(variants);
   if (json) {
-    std::cout << listing.json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << json_text(listing.json, 2) << "\n";
     return 0;
   }
   fmt::print("{}", listing_text(listing, all, variants));

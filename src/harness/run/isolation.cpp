@@ -26,6 +26,7 @@
 
 #include "harness/plan/plugins.hpp"
 #include "harness/plan/registry.hpp"
+#include "harness/records/writers.hpp"
 #include "harness/run/pair_run.hpp"
 #include "model/errors.hpp"
 
@@ -344,8 +345,7 @@ int run_isolated_child(const std::string& job_text, std::ostream& out) {
   }
   if (measure.threads > 0) omp_set_num_threads(measure.threads);
   const Record record = run_one(*impl, c, measure, options);
-  const std::string line = std::string(kRecordPrefix) +
-                           nlohmann::json(record).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string line = std::string(kRecordPrefix) + jsonl_line(record);
   if (record_fd < 0) {
     out << line << std::flush;
     return kExitOk;
