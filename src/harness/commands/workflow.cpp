@@ -178,23 +178,25 @@ void narrow_to_this_machine(Plan& plan, bool verify) {
                    plan.impls.end());
 }
 
-std::string local_time_stamp() {
+namespace {
+// Now, through strftime's `format`, in local time or UTC.
+std::string time_now(const char* format, bool utc) {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm local{};
-  localtime_r(&now, &local);
+  std::tm parts{};
+  if (utc) {
+    gmtime_r(&now, &parts);
+  } else {
+    localtime_r(&now, &parts);
+  }
   char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
+  std::strftime(stamp, sizeof(stamp), format, &parts);
   return stamp;
 }
+}  // namespace
 
-std::string utc_time_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return stamp;
-}
+std::string local_time_stamp() { return time_now("%Y%m%d-%H%M%S", false); }
+
+std::string utc_time_now() { return time_now("%Y-%m-%dT%H:%M:%SZ", true); }
 
 nlohmann::json run_metadata(const nlohmann::json& rates) {
   const std::string stamp = utc_time_now();
